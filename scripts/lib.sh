@@ -1,0 +1,72 @@
+# Shared by scripts/demo and scripts/test: installing what is missing, building,
+# and a throwaway PostgreSQL cluster that lives only as long as the script.
+# shellcheck shell=bash
+
+PG_MAJOR=15
+PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs the Debian packages named that are not installed yet.
+ensure_packages() {
+    local missing=()
+    local pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "==> installing ${missing[*]}"
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+BUILD_PACKAGES=(make g++ postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR)
+
+build_and_install() {
+    echo "==> building and installing the extension"
+    make -s PG_CONFIG="$PGBIN/pg_config"
+    as_root make -s install PG_CONFIG="$PGBIN/pg_config"
+}
+
+# PostgreSQL refuses to run as root: as root, the cluster runs as the
+# "postgres" system user that Debian's server package creates.
+as_server_user() {
+    if [ "$(id -u)" -eq 0 ]; then
+        id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# Starts a cluster in a fresh temporary directory, reachable only through a
+# Unix socket there, and exports PGHOST/PGPORT/PGUSER/PGDATABASE for psql and
+# friends. The cluster is stopped and removed when the script exits.
+CLUSTER_DIR=
+cluster_start() {
+    CLUSTER_DIR=$(mktemp -d /tmp/lease-cluster.XXXXXX)
+    chmod 755 "$CLUSTER_DIR"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$CLUSTER_DIR"
+    trap cluster_destroy EXIT
+    as_server_user "$PGBIN/initdb" -D "$CLUSTER_DIR/data" -U postgres -A trust -E UTF8 --no-locale >"$CLUSTER_DIR/initdb.log" 2>&1 ||
+        { cat "$CLUSTER_DIR/initdb.log"; return 1; }
+    export PGHOST=$CLUSTER_DIR PGPORT=54329 PGUSER=postgres PGDATABASE=postgres
+    cluster_restart_server start
+}
+
+# cluster_restart_server start|restart|stop [pg_ctl options...]
+cluster_restart_server() {
+    local action=$1
+    shift
+    as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w \
+        -o "-c listen_addresses='' -k $CLUSTER_DIR -p $PGPORT -c max_prepared_transactions=10" \
+        "$action" "$@" >/dev/null
+}
+
+cluster_destroy() {
+    [ -n "$CLUSTER_DIR" ] || return 0
+    as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$CLUSTER_DIR"
+}

@@ -1,0 +1,133 @@
+// The SQL-callable functions. Each is a thin C entry that runs its body through
+// lease::guarded() (see boundary.hpp for the C++/PostgreSQL error boundary).
+#include "arguments.hpp"
+#include "boundary.hpp"
+#include "fence.hpp"
+#include "lease_store.hpp"
+
+namespace {
+
+Datum acquire(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+    const text* owner = lease::identifier_arg(fcinfo, 1, "owner");
+    const Interval* ttl = lease::ttl_arg(fcinfo, 2, false);
+
+    // A grant holds the fence lock exclusively until it commits. Never wait
+    // for it: when another grant or an open fenced write has it, the lease is
+    // busy, and busy reads as "not acquired".
+    LOCKTAG tag;
+    lease::set_fence_locktag(&tag, name);
+    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+        PG_RETURN_NULL();
+
+    const TimestampTz now = GetCurrentTimestamp();
+    const TimestampTz expires_at = lease::expiry_after(now, ttl);
+    int64 token;
+    if (!lease::store_acquire(name, owner, ttl, now, expires_at, &token)) {
+        // Not granted: stop holding off the holder's fenced writes at once,
+        // even if this transaction goes on.
+        LockRelease(&tag, ExclusiveLock, false);
+        PG_RETURN_NULL();
+    }
+    // A token a client has seen must survive a crash even with
+    // synchronous_commit = off, or the sequence could hand it out again.
+    ForceSyncCommit();
+    PG_RETURN_INT64(token);
+}
+
+Datum heartbeat(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+    const int64 token = lease::token_arg(fcinfo, 1);
+    const Interval* ttl = lease::ttl_arg(fcinfo, 2, true);
+
+    const TimestampTz now = GetCurrentTimestamp();
+    if (ttl == nullptr)
+        PG_RETURN_BOOL(lease::store_heartbeat(name, token, now, nullptr));
+    const TimestampTz expires_at = lease::expiry_after(now, ttl);
+    PG_RETURN_BOOL(lease::store_heartbeat(name, token, now, &expires_at));
+}
+
+Datum release(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+    const int64 token = lease::token_arg(fcinfo, 1);
+    PG_RETURN_BOOL(lease::store_release(name, token, GetCurrentTimestamp()));
+}
+
+Datum revoke(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+
+    // Unlike a grant, a revoke waits (subject to lock_timeout) for fenced
+    // writes already past the check to finish, then cuts off everything after.
+    LOCKTAG tag;
+    lease::set_fence_locktag(&tag, name);
+    (void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+    int64 token;
+    if (!lease::store_revoke(name, GetCurrentTimestamp(), &token))
+        PG_RETURN_NULL();
+    ForceSyncCommit();
+    PG_RETURN_INT64(token);
+}
+
+Datum fenced_write(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+    const int64 token = lease::token_arg(fcinfo, 1);
+    lease::fence_check(name, token);
+    PG_RETURN_VOID();
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_MODULE_MAGIC;
+
+PG_FUNCTION_INFO_V1(lease_acquire);
+PG_FUNCTION_INFO_V1(lease_heartbeat);
+PG_FUNCTION_INFO_V1(lease_release);
+PG_FUNCTION_INFO_V1(lease_revoke);
+PG_FUNCTION_INFO_V1(lease_fenced_write);
+PG_FUNCTION_INFO_V1(lease_fence_trigger);
+
+Datum lease_acquire(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<acquire>(fcinfo);
+}
+
+Datum lease_heartbeat(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<heartbeat>(fcinfo);
+}
+
+Datum lease_release(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<release>(fcinfo);
+}
+
+Datum lease_revoke(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<revoke>(fcinfo);
+}
+
+Datum lease_fenced_write(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<fenced_write>(fcinfo);
+}
+
+Datum lease_fence_trigger(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<lease::fence_trigger>(fcinfo);
+}
+
+void _PG_init(void)
+{
+    lease::define_fence_token_setting();
+    MarkGUCPrefixReserved("lease");
+}
+
+}  // extern "C"

@@ -1,0 +1,20 @@
+// The fence: the check behind lease.fenced_write and lease.fence_trigger.
+#pragma once
+
+#include "pg.hpp"
+
+namespace lease {
+
+// Passes only if token is the lease's current grant and the lease is live;
+// otherwise raises LF001. Once it has passed, the fence lock (ShareLock) is
+// held until this transaction ends, so no new grant of the lease can commit
+// before this transaction's writes do.
+void fence_check(const text* name, int64 token);
+
+// The body of lease.fence_trigger(): BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW.
+Datum fence_trigger(FunctionCallInfo fcinfo);
+
+// Defines the lease.fence_token setting (the token for writes whose rows carry none).
+void define_fence_token_setting();
+
+}  // namespace lease

@@ -1,0 +1,230 @@
+#include "lease_store.hpp"
+
+namespace lease {
+
+namespace {
+
+// The fence lock shares the advisory lock space of pg_locks (locktype
+// 'advisory'); this objsubid keeps it apart from pg_advisory_lock's keys, which
+// use 1 and 2. Operators find fence locks with objsubid = 19526.
+constexpr uint16 fence_lock_kind = 0x4C46;  // "LF"
+constexpr uint64 fence_lock_hash_seed = 0x6c65617365ULL;
+
+enum Query { query_acquire, query_heartbeat, query_release, query_revoke, query_read, query_count };
+
+struct QuerySpec {
+    const char* sql;
+    int nargs;
+    Oid argtypes[5];
+};
+
+// Every name is schema-qualified and every operator is pg_catalog's, so no
+// caller's search_path can redirect these queries.
+constexpr QuerySpec query_specs[query_count] = {
+    // acquire($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at). The caller
+    // holds the fence lock in ExclusiveLock, so no other grant of this name
+    // runs concurrently; SKIP LOCKED keeps a busy row (a heartbeat or release
+    // still in flight) from blocking us: that counts as held.
+    {"WITH locked AS ("
+     "    SELECT l.name FROM lease.leases AS l"
+     "     WHERE l.name OPERATOR(pg_catalog.=) $1"
+     "       FOR UPDATE SKIP LOCKED),"
+     " granted AS ("
+     "    UPDATE lease.leases AS l"
+     "       SET owner = $2,"
+     "           token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "           ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5"
+     "      FROM locked"
+     "     WHERE l.name OPERATOR(pg_catalog.=) $1"
+     "       AND l.name OPERATOR(pg_catalog.=) locked.name"
+     "       AND (l.owner IS NULL"
+     "            OR l.expires_at OPERATOR(pg_catalog.<=) $4"
+     "            OR l.owner OPERATOR(pg_catalog.=) $2)"
+     "    RETURNING l.token),"
+     " created AS ("
+     "    INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at)"
+     "    SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "           $3, $4, $4, $5"
+     "     WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)"
+     "    RETURNING token)"
+     " SELECT token FROM granted UNION ALL SELECT token FROM created",
+     5,
+     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+
+    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL)
+    {"UPDATE lease.leases"
+     "   SET renewed_at = $3,"
+     "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL"
+     "   AND expires_at OPERATOR(pg_catalog.>) $3",
+     4,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+
+    // release($1 name, $2 token, $3 now)
+    {"UPDATE lease.leases"
+     "   SET owner = NULL, expires_at = $3"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL"
+     "   AND expires_at OPERATOR(pg_catalog.>) $3",
+     3,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
+
+    // revoke($1 name, $2 now)
+    {"UPDATE lease.leases"
+     "   SET owner = NULL,"
+     "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "       expires_at = LEAST(expires_at, $2)"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     " RETURNING token",
+     2,
+     {TEXTOID, TIMESTAMPTZOID}},
+
+    // read($1 name)
+    {"SELECT token, owner IS NOT NULL, expires_at FROM lease.leases"
+     " WHERE name OPERATOR(pg_catalog.=) $1",
+     1,
+     {TEXTOID}},
+};
+
+// Prepared once per backend; the plan cache re-plans them if lease.leases changes.
+SPIPlanPtr prepared_plans[query_count];
+
+SPIPlanPtr plan_for(Query query)
+{
+    if (prepared_plans[query] == nullptr) {
+        const QuerySpec& spec = query_specs[query];
+        SPIPlanPtr plan = SPI_prepare(spec.sql, spec.nargs, const_cast<Oid*>(spec.argtypes));
+        if (plan == nullptr)
+            elog(ERROR, "lease: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+        if (SPI_keepplan(plan) != 0)
+            elog(ERROR, "lease: SPI_keepplan failed");
+        prepared_plans[query] = plan;
+    }
+    return prepared_plans[query];
+}
+
+// Runs one query inside an open SPI connection. Under REPEATABLE READ and
+// SERIALIZABLE the transaction snapshot may predate the latest grant, so lease
+// state is always read and changed through a fresh snapshot (as ri_triggers.c
+// does for referential checks); a concurrent change still in flight then makes
+// an UPDATE fail with 40001, as any update conflict does at those levels.
+int run(Query query, Datum* values, const char* nulls, bool read_only, bool force_latest)
+{
+    const Snapshot snapshot =
+        (force_latest || IsolationUsesXactSnapshot()) ? GetLatestSnapshot() : InvalidSnapshot;
+    const int rc = SPI_execute_snapshot(plan_for(query), values, nulls, snapshot, InvalidSnapshot, read_only,
+                                        true, 0);
+    if (rc < 0)
+        elog(ERROR, "lease: query failed: %s", SPI_result_code_string(rc));
+    return rc;
+}
+
+int64 first_int8(bool* isnull)
+{
+    return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull));
+}
+
+void connect()
+{
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "lease: SPI_connect failed");
+}
+
+void finish()
+{
+    if (SPI_finish() != SPI_OK_FINISH)
+        elog(ERROR, "lease: SPI_finish failed");
+}
+
+}  // namespace
+
+void set_fence_locktag(LOCKTAG* tag, const text* name)
+{
+    const uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(name)),
+                                            static_cast<int>(VARSIZE_ANY_EXHDR(name)), fence_lock_hash_seed);
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash),
+                         fence_lock_kind);
+}
+
+LeaseState read_latest(const text* name)
+{
+    Datum values[1] = {PointerGetDatum(name)};
+    LeaseState state = {false, 0, false, 0};
+
+    connect();
+    run(query_read, values, nullptr, true, true);
+    if (SPI_processed == 1) {
+        HeapTuple row = SPI_tuptable->vals[0];
+        TupleDesc desc = SPI_tuptable->tupdesc;
+        bool isnull;
+        state.found = true;
+        state.token = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+        state.has_owner = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
+        state.expires_at = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
+    }
+    finish();
+    return state;
+}
+
+bool store_acquire(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
+                   TimestampTz expires_at, int64* token)
+{
+    Datum values[5] = {PointerGetDatum(name), PointerGetDatum(owner), PointerGetDatum(ttl),
+                       TimestampTzGetDatum(now), TimestampTzGetDatum(expires_at)};
+    bool granted = false;
+
+    connect();
+    run(query_acquire, values, nullptr, false, false);
+    if (SPI_processed == 1) {
+        bool isnull;
+        *token = first_int8(&isnull);
+        granted = true;
+    }
+    finish();
+    return granted;
+}
+
+bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
+{
+    Datum values[4] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
+    const char nulls[4] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n'};
+
+    connect();
+    run(query_heartbeat, values, nulls, false, false);
+    const bool extended = SPI_processed == 1;
+    finish();
+    return extended;
+}
+
+bool store_release(const text* name, int64 token, TimestampTz now)
+{
+    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
+
+    connect();
+    run(query_release, values, nullptr, false, false);
+    const bool released = SPI_processed == 1;
+    finish();
+    return released;
+}
+
+bool store_revoke(const text* name, TimestampTz now, int64* token)
+{
+    Datum values[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
+    bool found = false;
+
+    connect();
+    run(query_revoke, values, nullptr, false, false);
+    if (SPI_processed == 1) {
+        bool isnull;
+        *token = first_int8(&isnull);
+        found = true;
+    }
+    finish();
+    return found;
+}
+
+}  // namespace lease

@@ -1,0 +1,41 @@
+// Lease state in lease.leases and the lock that orders fenced writes against
+// new grants. PostgreSQL-facing: include after pg.hpp.
+#pragma once
+
+#include "pg.hpp"
+
+namespace lease {
+
+// SQLSTATE LF001: a write was fenced off because its token is not the current live grant.
+constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
+
+// One heavyweight lock per (database, lease name), taken in ShareLock by every
+// fenced write and in ExclusiveLock by every grant and revoke, each until the
+// end of its transaction. Heartbeat and release never take it, so a holder's
+// open fenced writes never block its own heartbeats.
+void set_fence_locktag(LOCKTAG* tag, const text* name);
+
+struct LeaseState {
+    bool found;
+    int64 token;
+    bool has_owner;
+    TimestampTz expires_at;
+};
+
+// Reads the latest committed state of one lease (plus this transaction's own
+// changes), whatever the age of the transaction snapshot.
+LeaseState read_latest(const text* name);
+
+// Returns whether the lease was granted; *token is the new token when it was.
+bool store_acquire(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
+                   TimestampTz expires_at, int64* token);
+
+// explicit_expires_at is NULL to extend by the grant's stored ttl.
+bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
+
+bool store_release(const text* name, int64 token, TimestampTz now);
+
+// Returns whether the lease exists; *token is its new token when it does.
+bool store_revoke(const text* name, TimestampTz now, int64* token);
+
+}  // namespace lease

@@ -1,0 +1,36 @@
+#include "core.hpp"
+
+#include <charconv>
+
+namespace lease {
+
+IdentifierProblem check_identifier(std::size_t bytes) noexcept
+{
+    if (bytes == 0)
+        return IdentifierProblem::empty;
+    if (bytes > max_identifier_bytes)
+        return IdentifierProblem::too_long;
+    return IdentifierProblem::none;
+}
+
+std::optional<std::int64_t> parse_token(std::string_view text) noexcept
+{
+    const auto is_blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+    while (!text.empty() && is_blank(text.front()))
+        text.remove_prefix(1);
+    while (!text.empty() && is_blank(text.back()))
+        text.remove_suffix(1);
+    if (!text.empty() && text.front() == '+')
+        text.remove_prefix(1);
+    if (text.empty())
+        return std::nullopt;
+
+    std::int64_t value = 0;
+    const char* end = text.data() + text.size();
+    auto [stopped_at, error] = std::from_chars(text.data(), end, value);
+    if (error != std::errc() || stopped_at != end)
+        return std::nullopt;
+    return value;
+}
+
+}  // namespace lease
