@@ -52,7 +52,7 @@ cluster_start() {
     trap cluster_destroy EXIT
     as_server_user "$PGBIN/initdb" -D "$CLUSTER_DIR/data" -U postgres -A trust -E UTF8 --no-locale >"$CLUSTER_DIR/initdb.log" 2>&1 ||
         { cat "$CLUSTER_DIR/initdb.log"; return 1; }
-    export PGHOST=$CLUSTER_DIR PGPORT=54329 PGUSER=postgres PGDATABASE=postgres
+    export PGHOST=$CLUSTER_DIR PGPORT=${LEASE_TEST_PORT:-54329} PGUSER=postgres PGDATABASE=postgres
     cluster_restart_server start
 }
 
