@@ -56,8 +56,9 @@ const char* text_cstring(const text* value)
                         errmsg("fencing token %lld for lease \"%s\" is no longer live: the lease was released",
                                static_cast<long long>(token), lease_name)));
     ereport(ERROR, (errcode(errcode_fence_rejected),
-                    errmsg("fencing token %lld for lease \"%s\" is no longer live: the lease expired at %s",
-                           static_cast<long long>(token), lease_name, timestamptz_to_str(state.expires_at)),
+                    errmsg("fencing token %lld for lease \"%s\" is no longer live: the lease expired",
+                           static_cast<long long>(token), lease_name),
+                    errdetail("It expired at %s.", timestamptz_to_str(state.expires_at)),
                     errhint("Heartbeat more often than the ttl, or acquire the lease again.")));
     pg_unreachable();
 }
