@@ -17,7 +17,7 @@ PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 SHLIB_LINK += -lstdc++
 
-EXTRA_CLEAN = results regression.diffs regression.out output_iso
+EXTRA_CLEAN = results regression.diffs regression.out output_iso test/unit/core_test
 
 # The LLVM bitcode rule for .cpp drops CXXFLAGS (so C++17 fails to compile) and
 # JIT inlining of a few SPI-bound entry points buys nothing: build no bitcode.
@@ -25,3 +25,12 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Unit tests of the pure C++ core (GoogleTest); no server needed.
+UNIT_TEST = test/unit/core_test
+$(UNIT_TEST): test/unit/core_test.cpp src/validation.cpp src/name_template.cpp src/core.hpp
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
+
+unittest: $(UNIT_TEST)
+	./$(UNIT_TEST)
+.PHONY: unittest

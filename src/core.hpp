@@ -44,10 +44,9 @@ TemplateParse parse_name_template(std::string_view name_template, TemplatePart* 
                                   std::size_t capacity) noexcept;
 
 // Writes the lease name into out: literal parts from the template, column parts
-// from column_values (one per column part, in order). Returns the name's length,
-// or nothing when it would exceed out_capacity.
-std::optional<std::size_t> compose_name(std::string_view name_template, const TemplatePart* parts,
-                                        std::size_t part_count, const std::string_view* column_values,
-                                        char* out, std::size_t out_capacity) noexcept;
+// from column_values (one per column part, in order). Returns the name's full
+// length; like snprintf, it writes nothing when that exceeds out_capacity.
+std::size_t compose_name(std::string_view name_template, const TemplatePart* parts, std::size_t part_count,
+                         const std::string_view* column_values, char* out, std::size_t out_capacity) noexcept;
 
 }  // namespace lease

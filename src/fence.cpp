@@ -32,14 +32,9 @@ bool setting_token(int64* token)
     return true;
 }
 
-const char* text_cstring(const text* value)
-{
-    return text_to_cstring(value);
-}
-
 [[noreturn]] void reject(const text* name, int64 token, const LeaseState& state)
 {
-    const char* lease_name = text_cstring(name);
+    const char* lease_name = text_to_cstring(name);
     if (!state.found)
         ereport(ERROR, (errcode(errcode_fence_rejected),
                         errmsg("fencing token %lld rejected: lease \"%s\" has never been granted",
@@ -128,10 +123,10 @@ text* lease_name_for_row(const Trigger* trigger, const char* table, HeapTuple ro
     }
 
     text* name = static_cast<text*>(palloc(VARHDRSZ + max_identifier_bytes));
-    const std::optional<std::size_t> length =
+    const std::size_t length =
         compose_name(template_view, parts, parse.part_count, values, VARDATA(name), max_identifier_bytes);
-    require_identifier("lease name", length ? *length : max_identifier_bytes + 1);
-    SET_VARSIZE(name, VARHDRSZ + *length);
+    require_identifier("lease name", length);
+    SET_VARSIZE(name, VARHDRSZ + length);
     return name;
 }
 
@@ -218,7 +213,7 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
     if (!token_for_row(trigger, table, event, row, desc, &token))
         ereport(ERROR, (errcode(errcode_fence_rejected),
                         errmsg("%s on table \"%s\" carries no fencing token for lease \"%s\"",
-                               trigger_event_name(event), table, text_cstring(name)),
+                               trigger_event_name(event), table, text_to_cstring(name)),
                         errhint(TRIGGER_FIRED_BY_DELETE(event)
                                     ? "Run SET LOCAL lease.fence_token = <token> in the deleting transaction."
                                     : "Set the row's token column, or SET LOCAL lease.fence_token = <token>.")));

@@ -58,20 +58,27 @@ TemplateParse parse_name_template(std::string_view name_template, TemplatePart* 
     return TemplateParse{TemplateProblem::none, 0, count};
 }
 
-std::optional<std::size_t> compose_name(std::string_view name_template, const TemplatePart* parts,
-                                        std::size_t part_count, const std::string_view* column_values,
-                                        char* out, std::size_t out_capacity) noexcept
+std::size_t compose_name(std::string_view name_template, const TemplatePart* parts, std::size_t part_count,
+                         const std::string_view* column_values, char* out, std::size_t out_capacity) noexcept
 {
+    const auto piece = [&](std::size_t p, std::size_t& next_column) {
+        return parts[p].is_column ? column_values[next_column++]
+                                  : name_template.substr(parts[p].offset, parts[p].length);
+    };
+
     std::size_t length = 0;
     std::size_t next_column = 0;
+    for (std::size_t p = 0; p < part_count; ++p)
+        length += piece(p, next_column).size();
+    if (length > out_capacity)
+        return length;
+
+    char* cursor = out;
+    next_column = 0;
     for (std::size_t p = 0; p < part_count; ++p) {
-        const std::string_view piece = parts[p].is_column
-                                           ? column_values[next_column++]
-                                           : name_template.substr(parts[p].offset, parts[p].length);
-        if (piece.size() > out_capacity - length)
-            return std::nullopt;
-        std::memcpy(out + length, piece.data(), piece.size());
-        length += piece.size();
+        const std::string_view text = piece(p, next_column);
+        std::memcpy(cursor, text.data(), text.size());
+        cursor += text.size();
     }
     return length;
 }

@@ -20,8 +20,12 @@ std::optional<std::int64_t> parse_token(std::string_view text) noexcept
         text.remove_prefix(1);
     while (!text.empty() && is_blank(text.back()))
         text.remove_suffix(1);
-    if (!text.empty() && text.front() == '+')
+    // from_chars takes a leading '-' but not '+'.
+    if (!text.empty() && text.front() == '+') {
         text.remove_prefix(1);
+        if (text.empty() || text.front() == '-')
+            return std::nullopt;
+    }
     if (text.empty())
         return std::nullopt;
 
