@@ -88,6 +88,19 @@ SELECT id, region, amount, fence_token FROM orders ORDER BY id;
 SELECT pg_temp.outcome($$INSERT INTO orders VALUES (10, 'eu', 1, 7), (11, 'eu', 1, 4)$$) AS mixed_batch;
 SELECT count(*) AS batch_rows FROM orders WHERE id >= 10;
 
+-- An UPDATE that moves a row to another lease needs both leases: the new one's
+-- token in the row, the old one's in lease.fence_token (as for a DELETE).
+SELECT pg_temp.outcome($$UPDATE orders SET region = 'us', fence_token = 5 WHERE id = 1$$) AS move_without_old_token;
+BEGIN;
+SET LOCAL lease.fence_token = 5;
+SELECT pg_temp.outcome($$UPDATE orders SET region = 'us', fence_token = 5 WHERE id = 1$$) AS move_with_wrong_old_token;
+ROLLBACK;
+BEGIN;
+SET LOCAL lease.fence_token = 7;
+UPDATE orders SET region = 'us', fence_token = 5 WHERE id = 1;
+COMMIT;
+SELECT id, region, fence_token FROM orders WHERE id = 1;
+
 -- A named token column of another integer type, and a template of several columns.
 CREATE TABLE host_actions (
     host   text,

@@ -25,7 +25,8 @@ CREATE SEQUENCE lease.fencing_token_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
 COMMENT ON SEQUENCE lease.fencing_token_seq IS
     'The one source of fencing tokens: every grant and every revoke takes the next value.';
 
--- pg_dump saves lease state with the data, so a restored database never reissues a token.
+-- pg_dump saves lease state and the sequence with the data. A restore only knows
+-- the tokens issued before the dump: see docs/operations.md before restoring.
 SELECT pg_catalog.pg_extension_config_dump('lease.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.fencing_token_seq', '');
 

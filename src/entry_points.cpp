@@ -12,6 +12,8 @@ Datum acquire(FunctionCallInfo fcinfo)
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const text* owner = lease::identifier_arg(fcinfo, 1, "owner");
     const Interval* ttl = lease::ttl_arg(fcinfo, 2, false);
+    const TimestampTz now = GetCurrentTimestamp();
+    const TimestampTz expires_at = lease::expiry_after(now, ttl);
 
     // A grant holds the fence lock exclusively until it commits. Never wait
     // for it: when another grant or an open fenced write has it, the lease is
@@ -21,8 +23,6 @@ Datum acquire(FunctionCallInfo fcinfo)
     if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
         PG_RETURN_NULL();
 
-    const TimestampTz now = GetCurrentTimestamp();
-    const TimestampTz expires_at = lease::expiry_after(now, ttl);
     int64 token;
     if (!lease::store_acquire(name, owner, ttl, now, expires_at, &token)) {
         // Not granted: stop holding off the holder's fenced writes at once,

@@ -131,7 +131,7 @@ text* lease_name_for_row(const Trigger* trigger, const char* table, HeapTuple ro
 }
 
 // The row's token column when it has one and it is not NULL; otherwise
-// lease.fence_token. DELETE has no new row, so it uses the setting only.
+// lease.fence_token. DELETE writes no row, so it uses the setting only.
 bool token_for_row(const Trigger* trigger, const char* table, TriggerEvent event, HeapTuple row,
                    TupleDesc desc, int64* token)
 {
@@ -218,6 +218,26 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
                                     ? "Run SET LOCAL lease.fence_token = <token> in the deleting transaction."
                                     : "Set the row's token column, or SET LOCAL lease.fence_token = <token>.")));
     fence_check(name, token);
+
+    if (TRIGGER_FIRED_BY_UPDATE(event)) {
+        // An UPDATE that moves the row to another lease also takes it away
+        // from the old lease: like a DELETE there, it needs the old lease's
+        // token, from lease.fence_token.
+        const text* old_name = lease_name_for_row(trigger, table, trigdata->tg_trigtuple, desc);
+        if (VARSIZE_ANY_EXHDR(old_name) != VARSIZE_ANY_EXHDR(name) ||
+            memcmp(VARDATA_ANY(old_name), VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) != 0) {
+            int64 old_token;
+            if (!setting_token(&old_token))
+                ereport(ERROR, (errcode(errcode_fence_rejected),
+                                errmsg("UPDATE on table \"%s\" moves a row from lease \"%s\" to lease \"%s\" but "
+                                       "carries no fencing token for lease \"%s\"",
+                                       table, text_to_cstring(old_name), text_to_cstring(name),
+                                       text_to_cstring(old_name)),
+                                errhint("Run SET LOCAL lease.fence_token = <token of lease \"%s\">.",
+                                        text_to_cstring(old_name))));
+            fence_check(old_name, old_token);
+        }
+    }
     return PointerGetDatum(row);
 }
 
