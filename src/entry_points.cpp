@@ -30,8 +30,9 @@ Datum acquire(FunctionCallInfo fcinfo)
         LockRelease(&tag, ExclusiveLock, false);
         PG_RETURN_NULL();
     }
-    // A token a client has seen must survive a crash even with
-    // synchronous_commit = off, or the sequence could hand it out again.
+    // A token a client has seen must never be handed out again, crash or not,
+    // and a grant must outlive a crash even with synchronous_commit = off.
+    lease::make_tokens_durable();
     ForceSyncCommit();
     PG_RETURN_INT64(token);
 }
@@ -69,6 +70,7 @@ Datum revoke(FunctionCallInfo fcinfo)
     int64 token;
     if (!lease::store_revoke(name, GetCurrentTimestamp(), &token))
         PG_RETURN_NULL();
+    lease::make_tokens_durable();
     ForceSyncCommit();
     PG_RETURN_INT64(token);
 }

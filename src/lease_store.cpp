@@ -149,6 +149,18 @@ void set_fence_locktag(LOCKTAG* tag, const text* name)
                          fence_lock_kind);
 }
 
+void make_tokens_durable()
+{
+    const Oid sequence_id = get_relname_relid("fencing_token_seq", get_namespace_oid("lease", false));
+    const Relation sequence = relation_open(sequence_id, AccessShareLock);
+    const Buffer buffer = ReadBuffer(sequence, 0);
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
+    UnlockReleaseBuffer(buffer);
+    relation_close(sequence, AccessShareLock);
+    XLogFlush(last_logged);
+}
+
 LeaseState read_latest(const text* name)
 {
     Datum values[1] = {PointerGetDatum(name)};

@@ -35,6 +35,13 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
 
 bool store_release(const text* name, int64 token, TimestampTz now);
 
+// Makes every token this backend has drawn from lease.fencing_token_seq
+// survive a crash, even if the drawing transaction never commits: nextval
+// WAL-logs the sequence only every 32 values, and the record that covers a
+// token may belong to a transaction still open when the client sees the
+// token. Flushes WAL up to that record, which is usually flushed already.
+void make_tokens_durable();
+
 // Returns whether the lease exists; *token is its new token when it does.
 bool store_revoke(const text* name, TimestampTz now, int64* token);
 

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# test/crash/run.sh: fencing tokens and granted leases survive a crash
+# (immediate shutdown) and restart (SPEC §4.2), also when the granting sessions
+# run with synchronous_commit = off.
+#
+# On a throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT,
+# default 54343), each round:
+#   1. grants tokens from one ordinary session (synchronous_commit = on);
+#   2. runs several sessions with synchronous_commit = off that grant, revoke,
+#      heartbeat and release in a loop (their heartbeats and releases are
+#      asynchronous commits, i.e. WAL that a crash may lose), and records
+#      every token a client saw;
+#   3. stops the server with -m immediate (a crash: no checkpoint, no WAL
+#      flush) either while those sessions are still running or right after
+#      they finish, and starts it again;
+#   4. checks that the server went through crash recovery, that every lease
+#      row a client saw granted is still there with its token (or a later
+#      one), that the next grant's token is larger than every token any client
+#      ever saw, and that no token was ever seen twice.
+#
+# Prints TAP-style "ok N - ..." lines and "crash: P passed, F failed"; exits
+# non-zero on any failure. Run from anywhere, as root or not: bash test/crash/run.sh
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54343}
+ROUNDS=${CRASH_ROUNDS:-4}
+SESSIONS=4
+
+WORK=$(mktemp -d /tmp/lease-crash-test.XXXXXX)
+BG_PIDS=()
+
+cleanup() {
+    local pid
+    for pid in "${BG_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null
+    cluster_destroy
+    rm -rf "$WORK"
+}
+
+passed=0
+failed=0
+n=0
+# report OK DESCRIPTION [DIAGNOSTIC]: OK is 0 for a pass.
+report() {
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok $n - $2"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $2"
+        [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/#   /'
+    fi
+    return 0
+}
+
+sql() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
+}
+
+# Keeps "name|token" lines of granted tokens (a NULL grant prints "name|").
+tokens_of() {
+    grep -h -E '^crash:[^|]+\|[0-9]+$' "$@" 2>/dev/null || true
+}
+
+# The largest token in the "name|token" lines of file $1 (0 when none).
+max_token() {
+    cut -d'|' -f2 "$1" | sort -n | tail -n 1 | grep . || echo 0
+}
+
+# SQL VALUES rows (name, token) with the largest token of each name in the
+# "name|token" lines of file $1.
+values_of() {
+    awk -F'|' '!($1 in max) || $2 + 0 > max[$1] + 0 { max[$1] = $2 }
+               END { for (name in max) printf "%s(\x27%s\x27, %s::bigint)", (sep++ ? ", " : ""), name, max[name] }' "$1"
+}
+
+recoveries() {
+    grep -c 'automatic recovery in progress' "$CLUSTER_DIR/server.log" 2>/dev/null || true
+}
+
+# The SQL script of one synchronous_commit = off session.
+session_script() {
+    local k=$1 iterations=$2 i
+    echo "SET synchronous_commit = off;"
+    for ((i = 1; i <= iterations; i++)); do
+        echo "SELECT 'crash:a$k', lease.lease_acquire('crash:a$k', 'async$k', '1 hour');"
+        if ((i % 3 == 0)); then
+            echo "SELECT lease.lease_heartbeat('crash:a$k', (SELECT token FROM lease.leases WHERE name = 'crash:a$k'), '2 hours');"
+        fi
+        if ((i % 4 == 0)); then
+            echo "SELECT 'crash:shared', lease.lease_acquire('crash:shared', 'async$k', '1 millisecond');"
+        fi
+        if ((i % 5 == 0)); then
+            echo "SELECT lease.lease_release('crash:a$k', (SELECT token FROM lease.leases WHERE name = 'crash:a$k'));"
+        fi
+        if ((i % 7 == 0)); then
+            echo "SELECT 'crash:a$k', lease.lease_revoke('crash:a$k');"
+        fi
+    done
+}
+
+start_seconds=$SECONDS
+echo "# crash test: $ROUNDS rounds on a throwaway cluster, port $LEASE_TEST_PORT"
+cluster_start || { echo "crash: could not start a cluster"; exit 1; }
+trap cleanup EXIT
+
+if ! sql -c 'CREATE EXTENSION lease' >"$WORK/setup.log" 2>&1; then
+    cat "$WORK/setup.log"
+    echo "crash: 0 passed, 1 failed"
+    exit 1
+fi
+
+# Make asynchronous commits stay in WAL buffers for long (the WAL writer
+# writes and flushes them at most every 10 s), so that an immediate stop loses
+# every one not flushed on purpose: a grant that relied on the WAL writer
+# instead of a forced synchronous commit would be lost, with its token.
+sql -c "ALTER SYSTEM SET wal_writer_delay = '10s'" -c "ALTER SYSTEM SET wal_writer_flush_after = '1GB'" \
+    -c "SELECT pg_reload_conf()" -c "CREATE TABLE crash_control (id bigint)" >/dev/null
+
+ALL_SEEN=$WORK/all_seen   # every "name|token" any client saw, all rounds
+: >"$ALL_SEEN"
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    ROUND_DIR=$WORK/round$round
+    mkdir -p "$ROUND_DIR"
+    recoveries_before=$(recoveries)
+
+    # 1. Synchronous grants, one after another, from one session.
+    sync_args=()
+    for name in crash:s1 crash:s2 crash:s3 crash:s4 "crash:r$round"; do
+        sync_args+=(-c "SELECT '$name', lease.lease_acquire('$name', 'sync', '1 hour')")
+    done
+    sql "${sync_args[@]}" >"$ROUND_DIR/sync.out" 2>&1
+    tokens_of "$ROUND_DIR/sync.out" >"$ROUND_DIR/sync"
+
+    # 2. Asynchronous sessions. Odd rounds crash while they run; even rounds
+    #    right after the last of them has seen its last token.
+    if ((round % 2 == 1)); then iterations=3000; else iterations=25; fi
+    BG_PIDS=()
+    for ((k = 1; k <= SESSIONS; k++)); do
+        session_script "$k" "$iterations" >"$ROUND_DIR/session$k.sql"
+        sql -f "$ROUND_DIR/session$k.sql" >"$ROUND_DIR/session$k.out" 2>"$ROUND_DIR/session$k.err" &
+        BG_PIDS+=($!)
+    done
+    if ((round % 2 == 1)); then
+        sleep 0.5
+        when="while $SESSIONS synchronous_commit=off sessions were granting"
+    else
+        wait "${BG_PIDS[@]}"
+        when="right after $SESSIONS synchronous_commit=off sessions granted"
+        # Control, for the reader: plain asynchronous commits just before the
+        # stop (after the restart, the log shows how many of them were lost).
+        for ((i = 1; i <= 50; i++)); do
+            echo "INSERT INTO crash_control VALUES ($round * 1000 + $i);"
+        done | sql -c "SET synchronous_commit = off" -f - >/dev/null 2>&1
+    fi
+
+    # 3. Crash and restart.
+    cluster_restart_server stop -m immediate
+    wait "${BG_PIDS[@]}" 2>/dev/null
+    BG_PIDS=()
+    cluster_restart_server start
+
+    if ((round % 2 == 0)); then
+        control=$(sql -c "SELECT count(*) FROM crash_control WHERE id / 1000 = $round" 2>&1)
+        echo "# control: $control of 50 plain synchronous_commit=off inserts committed just before the stop survived it"
+    fi
+    tokens_of "$ROUND_DIR"/session*.out >"$ROUND_DIR/async"
+    cat "$ROUND_DIR/sync" "$ROUND_DIR/async" >>"$ALL_SEEN"
+    sync_count=$(wc -l <"$ROUND_DIR/sync")
+    async_count=$(wc -l <"$ROUND_DIR/async")
+    sync_sorted=$(cut -d'|' -f2 "$ROUND_DIR/sync" | sort -n -u | paste -sd' ' -)
+    sync_order=$(cut -d'|' -f2 "$ROUND_DIR/sync" | paste -sd' ' -)
+
+    # 4. Checks.
+    # In odd rounds the stop must really have cut the sessions off mid-flight.
+    interrupted=$(cat "$ROUND_DIR"/session*.err | grep -c -i -E 'connection|terminat|server closed')
+    ok=1
+    [ "$sync_count" -eq 5 ] && [ "$async_count" -gt 0 ] && [ "$sync_sorted" = "$sync_order" ] &&
+        { ((round % 2 == 0)) || [ "$interrupted" -gt 0 ]; } && ok=0
+    report $ok "round $round: 5 synchronous grants in increasing order and $async_count grants from synchronous_commit=off sessions seen before an immediate stop $when" \
+        "sync: $(paste -sd' ' "$ROUND_DIR/sync.out"); sessions cut off: $interrupted; session errors: $(cat "$ROUND_DIR"/session*.err 2>/dev/null | sort | uniq -c | head -5)"
+
+    ok=1
+    [ "$(recoveries)" -gt "$recoveries_before" ] && ok=0
+    report $ok "round $round: the server went through crash recovery on restart"
+
+    if [ "$sync_count" -gt 0 ]; then
+        problems=$(sql -c "SELECT string_agg(v.name || ' saw ' || v.token || ' has ' || coalesce(l.token::text || ' ' || coalesce(l.owner, '(free)'), 'no row'), ', ')
+                            FROM (VALUES $(values_of "$ROUND_DIR/sync")) AS v(name, token)
+                            LEFT JOIN lease.leases AS l USING (name)
+                           WHERE l.token IS DISTINCT FROM v.token OR l.owner IS DISTINCT FROM 'sync'" 2>&1)
+    else
+        problems="no synchronous grant was seen"
+    fi
+    ok=1
+    [ -z "$problems" ] && ok=0
+    report $ok "round $round: every synchronous grant's lease row survived with its owner and token" "$problems"
+
+    if [ "$async_count" -gt 0 ]; then
+        problems=$(sql -c "SELECT string_agg(v.name || ' saw ' || v.token || ' has ' || coalesce(l.token::text, 'no row'), ', ')
+                            FROM (VALUES $(values_of "$ROUND_DIR/async")) AS v(name, token)
+                            LEFT JOIN lease.leases AS l USING (name)
+                           WHERE l.token IS NULL OR l.token < v.token" 2>&1)
+    else
+        problems="no asynchronous grant was seen"
+    fi
+    ok=1
+    [ -z "$problems" ] && ok=0
+    report $ok "round $round: every grant a synchronous_commit=off session saw survived (row token >= the last one seen)" "$problems"
+
+    max_seen=$(max_token "$ALL_SEEN")
+    probe=$(sql -c "SELECT lease.lease_acquire('crash:probe', 'probe', '1 hour')" 2>&1)
+    ok=1
+    [[ "$probe" =~ ^[0-9]+$ ]] && [ "$probe" -gt "$max_seen" ] && ok=0
+    report $ok "round $round: the first grant after restart ($probe) is larger than every token any client saw ($max_seen)"
+    [[ "$probe" =~ ^[0-9]+$ ]] && echo "crash:probe|$probe" >>"$ALL_SEEN"
+
+    dups=$(cut -d'|' -f2 "$ALL_SEEN" | sort -n | uniq -d | head -10 | paste -sd' ' -)
+    ok=1
+    [ -z "$dups" ] && ok=0
+    report $ok "round $round: no token any client saw ($(wc -l <"$ALL_SEEN") so far) was handed out twice" "duplicates: $dups"
+done
+
+# A token seen inside a transaction that never commits must not be handed out
+# again either: the client may go on using it. Burn tokens until the next
+# nextval writes the sequence's WAL record itself (log_cnt = 0), grant inside
+# an open transaction, crash before it commits, and grant again.
+sql -c "SELECT pg_catalog.count(lease.lease_acquire('crash:burn', 'burn', '1 hour'))
+          FROM pg_catalog.generate_series(1, (SELECT log_cnt FROM lease.fencing_token_seq)::int)" >/dev/null
+log_cnt=$(sql -c "SELECT log_cnt FROM lease.fencing_token_seq")
+mkfifo "$WORK/zombie.sql"
+sql <"$WORK/zombie.sql" >/dev/null 2>&1 &
+BG_PIDS=($!)
+exec 7>"$WORK/zombie.sql"
+echo "BEGIN;" >&7
+echo "SELECT lease.lease_acquire('crash:uncommitted', 'zombie', '1 hour');" >&7
+for ((i = 0; i < 100; i++)); do
+    [ "$(sql -c "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE state = 'idle in transaction'")" = 1 ] && break
+    sleep 0.1
+done
+uncommitted=$(sql -c "SELECT last_value FROM lease.fencing_token_seq")
+cluster_restart_server stop -m immediate
+exec 7>&-
+wait "${BG_PIDS[@]}" 2>/dev/null
+BG_PIDS=()
+cluster_restart_server start
+after=$(sql -c "SELECT lease.lease_acquire('crash:uncommitted', 'other', '1 hour')" 2>&1)
+ok=1
+[ "$log_cnt" = 0 ] && [[ "$after" =~ ^[0-9]+$ ]] && [ "$after" -gt "$uncommitted" ] && ok=0
+report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is not granted again after restart (next: $after)" \
+    "log_cnt before the grant: $log_cnt"
+
+echo "# $((SECONDS - start_seconds)) s"
+echo "crash: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
