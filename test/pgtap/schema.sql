@@ -1,0 +1,177 @@
+-- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
+BEGIN;
+CREATE EXTENSION lease;
+SELECT plan(82);
+
+-- Schema and the complete list of objects in it: nothing missing, nothing extra.
+SELECT has_schema('lease');
+SELECT tables_are('lease', ARRAY['leases'], 'lease holds exactly one table, leases');
+SELECT sequences_are('lease', ARRAY['fencing_token_seq'], 'lease holds exactly one sequence, fencing_token_seq');
+SELECT views_are('lease', ARRAY['status'], 'lease holds exactly one view, status');
+SELECT functions_are('lease',
+    ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger'],
+    'lease holds exactly the six documented functions');
+
+-- lease.leases
+SELECT columns_are('lease', 'leases',
+    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at']);
+SELECT col_type_is('lease', 'leases', 'name', 'text', 'leases.name is text');
+SELECT col_type_is('lease', 'leases', 'owner', 'text', 'leases.owner is text');
+SELECT col_type_is('lease', 'leases', 'token', 'bigint', 'leases.token is bigint');
+SELECT col_type_is('lease', 'leases', 'ttl', 'interval', 'leases.ttl is interval');
+SELECT col_type_is('lease', 'leases', 'acquired_at', 'timestamp with time zone', 'leases.acquired_at is timestamptz');
+SELECT col_type_is('lease', 'leases', 'renewed_at', 'timestamp with time zone', 'leases.renewed_at is timestamptz');
+SELECT col_type_is('lease', 'leases', 'expires_at', 'timestamp with time zone', 'leases.expires_at is timestamptz');
+SELECT has_pk('lease', 'leases', 'leases has a primary key');
+SELECT col_is_pk('lease', 'leases', 'name', 'the primary key of leases is (name)');
+SELECT col_not_null('lease', 'leases', 'name', 'leases.name is NOT NULL');
+SELECT col_not_null('lease', 'leases', 'token', 'leases.token is NOT NULL');
+SELECT col_is_null('lease', 'leases', 'owner', 'leases.owner is nullable (NULL when free)');
+
+-- lease.fencing_token_seq: bigint, ascending by 1, never cycles, CACHE 1 (a
+-- per-backend cache would hand out tokens out of order across sessions).
+SELECT is(s.seqtypid::regtype, 'bigint'::regtype, 'the token sequence is bigint')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+SELECT is(s.seqcache, 1::bigint, 'the token sequence has CACHE 1')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+SELECT is(s.seqcycle, false, 'the token sequence does not cycle')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+SELECT is(s.seqincrement, 1::bigint, 'the token sequence increments by 1 (ascending)')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+SELECT ok(s.seqmin >= 1, 'the token sequence never yields a token below 1')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+SELECT is(s.seqmax, 9223372036854775807::bigint, 'the token sequence goes up to the bigint maximum')
+  FROM pg_sequence s WHERE s.seqrelid = 'lease.fencing_token_seq'::regclass;
+
+-- lease.status
+SELECT columns_are('lease', 'status',
+    ARRAY['name', 'owner', 'token', 'state', 'expires_in', 'ttl', 'acquired_at', 'renewed_at', 'expires_at']);
+SELECT col_type_is('lease', 'status', 'state', 'text', 'status.state is text');
+SELECT col_type_is('lease', 'status', 'expires_in', 'interval', 'status.expires_in is interval');
+SELECT col_type_is('lease', 'status', 'token', 'bigint', 'status.token is bigint');
+
+-- Functions: exact signature (argument names, types, defaults) and return type.
+SELECT has_function('lease', 'lease_acquire', ARRAY['text', 'text', 'interval']);
+SELECT has_function('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval']);
+SELECT has_function('lease', 'lease_release', ARRAY['text', 'bigint']);
+SELECT has_function('lease', 'lease_revoke', ARRAY['text']);
+SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
+SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 6,
+    'no overloads: exactly six functions in schema lease');
+
+SELECT function_returns('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'bigint');
+SELECT function_returns('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'boolean');
+SELECT function_returns('lease', 'lease_release', ARRAY['text', 'bigint'], 'boolean');
+SELECT function_returns('lease', 'lease_revoke', ARRAY['text'], 'bigint');
+SELECT function_returns('lease', 'fenced_write', ARRAY['text', 'bigint'], 'void');
+SELECT function_returns('lease', 'fence_trigger', ARRAY[]::text[], 'trigger');
+
+SELECT is(pg_get_function_arguments('lease.lease_acquire(text,text,interval)'::regprocedure),
+    'name text, owner text, ttl interval DEFAULT ''00:00:20''::interval',
+    'lease_acquire(name, owner, ttl DEFAULT 20 seconds)');
+SELECT is(pg_get_function_arguments('lease.lease_heartbeat(text,bigint,interval)'::regprocedure),
+    'name text, token bigint, ttl interval DEFAULT NULL::interval',
+    'lease_heartbeat(name, token, ttl DEFAULT NULL)');
+SELECT is(pg_get_function_arguments('lease.lease_release(text,bigint)'::regprocedure),
+    'name text, token bigint', 'lease_release(name, token)');
+SELECT is(pg_get_function_arguments('lease.lease_revoke(text)'::regprocedure),
+    'name text', 'lease_revoke(name)');
+SELECT is(pg_get_function_arguments('lease.fenced_write(text,bigint)'::regprocedure),
+    'name text, token bigint', 'fenced_write(name, token)');
+
+SELECT function_lang_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'c');
+SELECT function_lang_is('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'c');
+SELECT function_lang_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'c');
+SELECT function_lang_is('lease', 'lease_revoke', ARRAY['text'], 'c');
+SELECT function_lang_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'c');
+SELECT function_lang_is('lease', 'fence_trigger', ARRAY[]::text[], 'c');
+
+-- All of them change or lock state: VOLATILE and PARALLEL UNSAFE.
+SELECT volatility_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'volatile');
+SELECT volatility_is('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'volatile');
+SELECT volatility_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'volatile');
+SELECT volatility_is('lease', 'lease_revoke', ARRAY['text'], 'volatile');
+SELECT volatility_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'volatile');
+SELECT volatility_is('lease', 'fence_trigger', ARRAY[]::text[], 'volatile');
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
+    'every lease function is PARALLEL UNSAFE')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u';
+
+-- Non-STRICT: a NULL argument must raise 22004, not quietly return NULL.
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
+    'no lease function is STRICT')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proisstrict;
+
+-- The four state-changing functions run as the extension owner, with a pinned search_path.
+SELECT is_definer('lease', 'lease_acquire', ARRAY['text', 'text', 'interval']);
+SELECT is_definer('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval']);
+SELECT is_definer('lease', 'lease_release', ARRAY['text', 'bigint']);
+SELECT is_definer('lease', 'lease_revoke', ARRAY['text']);
+SELECT is(proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
+    'lease_acquire pins search_path = pg_catalog, pg_temp')
+  FROM pg_proc WHERE oid = 'lease.lease_acquire(text,text,interval)'::regprocedure;
+SELECT is(proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
+    'lease_heartbeat pins search_path = pg_catalog, pg_temp')
+  FROM pg_proc WHERE oid = 'lease.lease_heartbeat(text,bigint,interval)'::regprocedure;
+SELECT is(proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
+    'lease_release pins search_path = pg_catalog, pg_temp')
+  FROM pg_proc WHERE oid = 'lease.lease_release(text,bigint)'::regprocedure;
+SELECT is(proconfig, ARRAY['search_path=pg_catalog, pg_temp'],
+    'lease_revoke pins search_path = pg_catalog, pg_temp')
+  FROM pg_proc WHERE oid = 'lease.lease_revoke(text)'::regprocedure;
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
+    'every SECURITY DEFINER function in schema lease pins search_path = pg_catalog, pg_temp')
+  FROM pg_proc p
+ WHERE p.pronamespace = 'lease'::regnamespace AND p.prosecdef
+   AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp'];
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
+    'every SECURITY DEFINER function is owned by the extension owner')
+  FROM pg_proc p
+ WHERE p.pronamespace = 'lease'::regnamespace AND p.prosecdef
+   AND p.proowner <> (SELECT extowner FROM pg_extension WHERE extname = 'lease');
+
+-- The fence only reads lease.leases and takes a lock: it runs as the caller.
+SELECT isnt_definer('lease', 'fenced_write', ARRAY['text', 'bigint']);
+SELECT isnt_definer('lease', 'fence_trigger', ARRAY[]::text[]);
+
+-- Extension control properties.
+SELECT has_extension('lease');
+SELECT is(extrelocatable, false, 'lease is not relocatable') FROM pg_extension WHERE extname = 'lease';
+SELECT is(extnamespace::regnamespace::text, 'lease', 'the extension lives in schema lease')
+  FROM pg_extension WHERE extname = 'lease';
+SELECT is(extversion, '1.0', 'the installed version is 1.0') FROM pg_extension WHERE extname = 'lease';
+SELECT is(trusted, false, 'lease is not a trusted extension (only superusers install it)')
+  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.0';
+
+-- pg_dump keeps lease state with the data, so a restored database never reissues a token.
+SELECT ok('lease.leases'::regclass = ANY (extconfig),
+    'lease.leases is registered with pg_extension_config_dump')
+  FROM pg_extension WHERE extname = 'lease';
+SELECT ok('lease.fencing_token_seq'::regclass = ANY (extconfig),
+    'lease.fencing_token_seq is registered with pg_extension_config_dump')
+  FROM pg_extension WHERE extname = 'lease';
+SELECT is(cardinality(extconfig), cardinality(extcondition),
+    'extconfig and extcondition have one entry per dumped relation')
+  FROM pg_extension WHERE extname = 'lease';
+
+-- Every object in schema lease belongs to the extension (DROP EXTENSION removes it all).
+SELECT is(array_agg(c.oid::regclass::text ORDER BY c.relname), NULL,
+    'every table, sequence and view in schema lease is a member of the extension')
+  FROM pg_class c
+ WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'S', 'v')
+   AND NOT EXISTS (SELECT FROM pg_depend d
+                    WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+                      AND d.refclassid = 'pg_extension'::regclass
+                      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease'));
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
+    'every function in schema lease is a member of the extension')
+  FROM pg_proc p
+ WHERE p.pronamespace = 'lease'::regnamespace
+   AND NOT EXISTS (SELECT FROM pg_depend d
+                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+                      AND d.refclassid = 'pg_extension'::regclass
+                      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease'));
+
+SELECT * FROM finish();
+ROLLBACK;
