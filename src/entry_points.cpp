@@ -37,24 +37,48 @@ Datum acquire(FunctionCallInfo fcinfo)
     PG_RETURN_INT64(token);
 }
 
+// Heartbeat and release take the fence lock in ShareLock, like a fenced
+// write: it never waits for the holder's own fenced writes, and it keeps one
+// lock order (fence lock, then lease row) for everything that changes a lease,
+// so a revoke cannot deadlock with a holder that heartbeats and then writes in
+// one transaction. When they change nothing, they let go of it at once.
+LOCKTAG share_fence_lock(const text* name)
+{
+    LOCKTAG tag;
+    lease::set_fence_locktag(&tag, name);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    return tag;
+}
+
+bool keep_share_lock_if(bool changed, const LOCKTAG* tag)
+{
+    if (!changed)
+        LockRelease(tag, ShareLock, false);
+    return changed;
+}
+
 Datum heartbeat(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const int64 token = lease::token_arg(fcinfo, 1);
     const Interval* ttl = lease::ttl_arg(fcinfo, 2, true);
+    if (ttl != nullptr)
+        (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
 
+    const LOCKTAG tag = share_fence_lock(name);
     const TimestampTz now = GetCurrentTimestamp();
-    if (ttl == nullptr)
-        PG_RETURN_BOOL(lease::store_heartbeat(name, token, now, nullptr));
-    const TimestampTz expires_at = lease::expiry_after(now, ttl);
-    PG_RETURN_BOOL(lease::store_heartbeat(name, token, now, &expires_at));
+    const TimestampTz explicit_expires_at = ttl ? lease::expiry_after(now, ttl) : 0;
+    const bool extended = lease::store_heartbeat(name, token, now, ttl ? &explicit_expires_at : nullptr);
+    PG_RETURN_BOOL(keep_share_lock_if(extended, &tag));
 }
 
 Datum release(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const int64 token = lease::token_arg(fcinfo, 1);
-    PG_RETURN_BOOL(lease::store_release(name, token, GetCurrentTimestamp()));
+
+    const LOCKTAG tag = share_fence_lock(name);
+    PG_RETURN_BOOL(keep_share_lock_if(lease::store_release(name, token, GetCurrentTimestamp()), &tag));
 }
 
 Datum revoke(FunctionCallInfo fcinfo)

@@ -22,9 +22,10 @@ struct QuerySpec {
 // caller's search_path can redirect these queries.
 constexpr QuerySpec query_specs[query_count] = {
     // acquire($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at). The caller
-    // holds the fence lock in ExclusiveLock, so no other grant of this name
-    // runs concurrently; SKIP LOCKED keeps a busy row (a heartbeat or release
-    // still in flight) from blocking us: that counts as held.
+    // holds the fence lock in ExclusiveLock, so no other change of this lease
+    // made through the functions is in flight; SKIP LOCKED keeps a row locked
+    // by anyone else (a superuser's SELECT ... FOR UPDATE, say) from making
+    // acquire wait: a busy row counts as held.
     {"WITH locked AS ("
      "    SELECT l.name FROM lease.leases AS l"
      "     WHERE l.name OPERATOR(pg_catalog.=) $1"

@@ -10,9 +10,9 @@ namespace lease {
 constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
 
 // One heavyweight lock per (database, lease name), taken in ShareLock by every
-// fenced write and in ExclusiveLock by every grant and revoke, each until the
-// end of its transaction. Heartbeat and release never take it, so a holder's
-// open fenced writes never block its own heartbeats.
+// fenced write, heartbeat and release and in ExclusiveLock by every grant and
+// revoke, each until the end of its transaction. Share does not conflict with
+// Share, so a holder's open fenced writes never block its own heartbeats.
 void set_fence_locktag(LOCKTAG* tag, const text* name);
 
 struct LeaseState {
