@@ -67,11 +67,12 @@ const char* trigger_event_name(TriggerEvent event)
     return "DELETE";
 }
 
-void report_bad_template(const Trigger* trigger, const char* table, const char* problem)
+void report_bad_template(const Trigger* trigger, const char* table, const char* problem, std::size_t offset)
 {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("invalid lease name template \"%s\" in trigger \"%s\" on table \"%s\": %s",
                            trigger->tgargs[0], trigger->tgname, table, problem),
+                    errdetail("The problem is at byte %zu of the template.", offset + 1),
                     errhint("Write {column} for a column's value and {{ or }} for a literal brace.")));
 }
 
@@ -89,16 +90,16 @@ text* lease_name_for_row(const Trigger* trigger, const char* table, HeapTuple ro
     case TemplateProblem::none:
         break;
     case TemplateProblem::unclosed_brace:
-        report_bad_template(trigger, table, "a \"{\" is never closed");
+        report_bad_template(trigger, table, "a \"{\" is never closed", parse.problem_offset);
         break;
     case TemplateProblem::empty_column:
-        report_bad_template(trigger, table, "\"{}\" names no column");
+        report_bad_template(trigger, table, "\"{}\" names no column", parse.problem_offset);
         break;
     case TemplateProblem::stray_close_brace:
-        report_bad_template(trigger, table, "a \"}\" closes nothing");
+        report_bad_template(trigger, table, "a \"}\" closes nothing", parse.problem_offset);
         break;
     case TemplateProblem::too_many_parts:
-        report_bad_template(trigger, table, "too many parts");
+        report_bad_template(trigger, table, "too many parts", parse.problem_offset);
         break;
     }
 
