@@ -76,16 +76,23 @@ void report_bad_template(const Trigger* trigger, const char* table, const char* 
                     errhint("Write {column} for a column's value and {{ or }} for a literal brace.")));
 }
 
-// The lease name for this row: the template with each {column} replaced by the
-// column's value (its text output) from row.
-text* lease_name_for_row(const Trigger* trigger, const char* table, HeapTuple row, TupleDesc desc)
+struct NameTemplate {
+    std::string_view text;
+    TemplatePart* parts;
+    std::size_t part_count;
+    bool has_columns;
+};
+
+// Parses the trigger's lease-name template (its first argument).
+NameTemplate parse_trigger_template(const Trigger* trigger, const char* table)
 {
     const char* name_template = trigger->tgargs[0];
     const std::size_t template_bytes = strlen(name_template);
-    const std::string_view template_view(name_template, template_bytes);
+    NameTemplate parsed = {std::string_view(name_template, template_bytes),
+                           static_cast<TemplatePart*>(palloc(sizeof(TemplatePart) * (template_bytes + 1))), 0,
+                           false};
 
-    TemplatePart* parts = static_cast<TemplatePart*>(palloc(sizeof(TemplatePart) * (template_bytes + 1)));
-    const TemplateParse parse = parse_name_template(template_view, parts, template_bytes + 1);
+    const TemplateParse parse = parse_name_template(parsed.text, parsed.parts, template_bytes + 1);
     switch (parse.problem) {
     case TemplateProblem::none:
         break;
@@ -102,30 +109,40 @@ text* lease_name_for_row(const Trigger* trigger, const char* table, HeapTuple ro
         report_bad_template(trigger, table, "too many parts", parse.problem_offset);
         break;
     }
+    parsed.part_count = parse.part_count;
+    for (std::size_t p = 0; p < parsed.part_count; ++p)
+        parsed.has_columns = parsed.has_columns || parsed.parts[p].is_column;
+    return parsed;
+}
 
+// The lease name for this row: the template with each {column} replaced by the
+// column's value (its text output) from row.
+text* lease_name_for_row(const NameTemplate& name_template, const char* table, HeapTuple row, TupleDesc desc)
+{
     std::string_view* values =
-        static_cast<std::string_view*>(palloc(sizeof(std::string_view) * (parse.part_count + 1)));
+        static_cast<std::string_view*>(palloc(sizeof(std::string_view) * (name_template.part_count + 1)));
     std::size_t value_count = 0;
-    for (std::size_t p = 0; p < parse.part_count; ++p) {
-        if (!parts[p].is_column)
+    for (std::size_t p = 0; p < name_template.part_count; ++p) {
+        const TemplatePart& part = name_template.parts[p];
+        if (!part.is_column)
             continue;
-        const char* column = pnstrdup(name_template + parts[p].offset, parts[p].length);
+        const char* column = pnstrdup(name_template.text.data() + part.offset, part.length);
         const int attnum = SPI_fnumber(desc, column);
         if (attnum <= 0)
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
                             errmsg("column \"%s\" of lease name template \"%s\" does not exist in table \"%s\"",
-                                   column, name_template, table)));
+                                   column, name_template.text.data(), table)));
         const char* value = SPI_getvalue(row, desc, attnum);
         if (value == nullptr)
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
                             errmsg("column \"%s\" is NULL, so the lease name \"%s\" cannot be formed",
-                                   column, name_template)));
+                                   column, name_template.text.data())));
         values[value_count++] = std::string_view(value, strlen(value));
     }
 
     text* name = static_cast<text*>(palloc(VARHDRSZ + max_identifier_bytes));
-    const std::size_t length =
-        compose_name(template_view, parts, parse.part_count, values, VARDATA(name), max_identifier_bytes);
+    const std::size_t length = compose_name(name_template.text, name_template.parts, name_template.part_count,
+                                            values, VARDATA(name), max_identifier_bytes);
     require_identifier("lease name", length);
     SET_VARSIZE(name, VARHDRSZ + length);
     return name;
@@ -209,7 +226,8 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
     const HeapTuple row = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
     const TupleDesc desc = trigdata->tg_relation->rd_att;
 
-    const text* name = lease_name_for_row(trigger, table, row, desc);
+    const NameTemplate name_template = parse_trigger_template(trigger, table);
+    const text* name = lease_name_for_row(name_template, table, row, desc);
     int64 token;
     if (!token_for_row(trigger, table, event, row, desc, &token))
         ereport(ERROR, (errcode(errcode_fence_rejected),
@@ -220,11 +238,11 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
                                     : "Set the row's token column, or SET LOCAL lease.fence_token = <token>.")));
     fence_check(name, token);
 
-    if (TRIGGER_FIRED_BY_UPDATE(event)) {
+    if (TRIGGER_FIRED_BY_UPDATE(event) && name_template.has_columns) {
         // An UPDATE that moves the row to another lease also takes it away
         // from the old lease: like a DELETE there, it needs the old lease's
         // token, from lease.fence_token.
-        const text* old_name = lease_name_for_row(trigger, table, trigdata->tg_trigtuple, desc);
+        const text* old_name = lease_name_for_row(name_template, table, trigdata->tg_trigtuple, desc);
         if (VARSIZE_ANY_EXHDR(old_name) != VARSIZE_ANY_EXHDR(name) ||
             memcmp(VARDATA_ANY(old_name), VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) != 0) {
             int64 old_token;
