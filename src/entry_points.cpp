@@ -14,6 +14,7 @@ Datum acquire(FunctionCallInfo fcinfo)
     const Interval* ttl = lease::ttl_arg(fcinfo, 2, false);
     const TimestampTz now = GetCurrentTimestamp();
     const TimestampTz expires_at = lease::expiry_after(now, ttl);
+    lease::ensure_token_epoch();  // before the fence lock: one lock order for everyone
 
     // A grant holds the fence lock exclusively until it commits. Never wait
     // for it: when another grant or an open fenced write has it, the lease is
@@ -84,6 +85,8 @@ Datum release(FunctionCallInfo fcinfo)
 Datum revoke(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+
+    lease::ensure_token_epoch();
 
     // Unlike a grant, a revoke waits (subject to lock_timeout) for fenced
     // writes already past the check to finish, then cuts off everything after.

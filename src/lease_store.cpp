@@ -8,9 +8,24 @@ namespace {
 // 'advisory'); this objsubid keeps it apart from pg_advisory_lock's keys, which
 // use 1 and 2. Operators find fence locks with objsubid = 19526.
 constexpr uint16 fence_lock_kind = 0x4C46;  // "LF"
+// One lock per database, held only while a new token epoch leaps the sequence.
+constexpr uint16 epoch_lock_kind = 0x4C45;  // "LE"
 constexpr uint64 fence_lock_hash_seed = 0x6c65617365ULL;
 
-enum Query { query_acquire, query_heartbeat, query_release, query_revoke, query_read, query_count };
+enum Query {
+    query_acquire,
+    query_heartbeat,
+    query_release,
+    query_revoke,
+    query_read,
+    query_epoch_recorded,
+    query_epoch_begin,
+    query_count
+};
+
+// How far the token sequence leaps on a server identity or timeline that has
+// not issued tokens yet: far more tokens than a lost WAL tail can hold.
+constexpr int64 token_epoch_gap = INT64CONST(1) << 32;
 
 struct QuerySpec {
     const char* sql;
@@ -88,6 +103,29 @@ constexpr QuerySpec query_specs[query_count] = {
      " WHERE name OPERATOR(pg_catalog.=) $1",
      1,
      {TEXTOID}},
+
+    // epoch_recorded($1 system identifier, $2 timeline)
+    {"SELECT EXISTS (SELECT FROM lease.token_epochs"
+     "                WHERE system_identifier OPERATOR(pg_catalog.=) $1"
+     "                  AND timeline_id OPERATOR(pg_catalog.=) $2)",
+     2,
+     {INT8OID, INT4OID}},
+
+    // epoch_begin($1 system identifier, $2 timeline, $3 gap): the very first
+    // epoch starts where the sequence is; any later one leaps it by the gap.
+    {"INSERT INTO lease.token_epochs (system_identifier, timeline_id, first_token, started_at)"
+     " SELECT $1, $2,"
+     "        CASE WHEN EXISTS (SELECT FROM lease.token_epochs)"
+     "             THEN pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,"
+     "                                    s.last_value OPERATOR(pg_catalog.+) $3)"
+     "                  OPERATOR(pg_catalog.+) 1"
+     "             WHEN s.is_called THEN s.last_value OPERATOR(pg_catalog.+) 1"
+     "             ELSE s.last_value"
+     "        END,"
+     "        pg_catalog.clock_timestamp()"
+     "   FROM lease.fencing_token_seq AS s",
+     3,
+     {INT8OID, INT4OID, INT8OID}},
 };
 
 // Prepared once per backend; the plan cache re-plans them if lease.leases changes.
@@ -160,6 +198,46 @@ void make_tokens_durable()
     UnlockReleaseBuffer(buffer);
     relation_close(sequence, AccessShareLock);
     XLogFlush(last_logged);
+}
+
+void ensure_token_epoch()
+{
+    // A standby cannot issue tokens; the grant itself fails as read-only.
+    if (RecoveryInProgress())
+        return;
+    // Until ALTER EXTENSION lease UPDATE TO '1.1', there is nowhere to record epochs.
+    const Oid epochs = get_relname_relid("token_epochs", get_namespace_oid("lease", false));
+    if (!OidIsValid(epochs))
+        return;
+    // The timeline changes only at promotion, when every backend still here
+    // comes through this check again; the log's OID changes when the extension
+    // is dropped and created again, say to restore a dump.
+    static TimeLineID recorded_timeline = 0;
+    static Oid recorded_in = InvalidOid;
+    const TimeLineID timeline = GetWALInsertionTimeLine();
+    if (timeline == recorded_timeline && epochs == recorded_in)
+        return;
+
+    Datum values[3] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier())),
+                       Int32GetDatum(static_cast<int32>(timeline)), Int64GetDatum(token_epoch_gap)};
+    connect();
+    bool isnull;
+    run(query_epoch_recorded, values, nullptr, true, true);
+    if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
+        // setval(last_value + gap) is a read-modify-write: two at once could
+        // move the sequence back below tokens drawn after the first. So leaps
+        // take turns, but none waits for another's commit.
+        LOCKTAG tag;
+        SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, epoch_lock_kind);
+        (void) LockAcquire(&tag, ExclusiveLock, false, false);
+        run(query_epoch_recorded, values, nullptr, true, true);
+        if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+            run(query_epoch_begin, values, nullptr, false, true);
+        LockRelease(&tag, ExclusiveLock, false);
+    }
+    finish();
+    recorded_timeline = timeline;
+    recorded_in = epochs;
 }
 
 LeaseState read_latest(const text* name)

@@ -2,7 +2,7 @@
 -- (SPEC §1 "Application roles must not be able to ...", §2 lease_revoke admin only).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(51);
+SELECT plan(54);
 
 -- Catalog view of the grants to PUBLIC.
 SELECT ok(has_schema_privilege('public', 'lease', 'USAGE'), 'PUBLIC has USAGE on schema lease');
@@ -13,6 +13,9 @@ SELECT ok(NOT has_table_privilege('public', 'lease.leases', 'INSERT, UPDATE, DEL
     'PUBLIC has no write privilege of any kind on lease.leases');
 SELECT ok(NOT has_table_privilege('public', 'lease.status', 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'),
     'PUBLIC has no write privilege of any kind on lease.status');
+SELECT ok(has_table_privilege('public', 'lease.token_epochs', 'SELECT'), 'PUBLIC can SELECT lease.token_epochs');
+SELECT ok(NOT has_table_privilege('public', 'lease.token_epochs', 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'),
+    'PUBLIC has no write privilege of any kind on lease.token_epochs');
 SELECT ok(NOT has_sequence_privilege('public', 'lease.fencing_token_seq', 'USAGE, SELECT, UPDATE'),
     'PUBLIC has no privilege at all on lease.fencing_token_seq');
 SELECT ok(NOT has_function_privilege('public', 'lease.lease_revoke(text)', 'EXECUTE'),
@@ -55,6 +58,8 @@ SELECT throws_ok($$UPDATE lease.leases SET owner = 'me', expires_at = 'infinity'
     '42501', NULL, 'the role cannot UPDATE lease.leases');
 SELECT throws_ok($$DELETE FROM lease.leases$$, '42501', NULL, 'the role cannot DELETE from lease.leases');
 SELECT throws_ok($$TRUNCATE lease.leases$$, '42501', NULL, 'the role cannot TRUNCATE lease.leases');
+SELECT throws_ok($$DELETE FROM lease.token_epochs$$, '42501', NULL,
+    'the role cannot DELETE token epochs (that would let the next grant skip the leap)');
 SELECT throws_ok($$ALTER TABLE lease.leases DISABLE TRIGGER ALL$$, '42501', NULL, 'the role cannot ALTER lease.leases');
 SELECT throws_ok($$DROP TABLE lease.leases$$, '42501', NULL, 'the role cannot DROP lease.leases');
 SELECT throws_ok($$SELECT * FROM lease.leases FOR UPDATE$$, '42501', NULL,

@@ -1,11 +1,11 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(82);
+SELECT plan(89);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
-SELECT tables_are('lease', ARRAY['leases'], 'lease holds exactly one table, leases');
+SELECT tables_are('lease', ARRAY['leases', 'token_epochs'], 'lease holds exactly two tables, leases and token_epochs');
 SELECT sequences_are('lease', ARRAY['fencing_token_seq'], 'lease holds exactly one sequence, fencing_token_seq');
 SELECT views_are('lease', ARRAY['status'], 'lease holds exactly one view, status');
 SELECT functions_are('lease',
@@ -27,6 +27,18 @@ SELECT col_is_pk('lease', 'leases', 'name', 'the primary key of leases is (name)
 SELECT col_not_null('lease', 'leases', 'name', 'leases.name is NOT NULL');
 SELECT col_not_null('lease', 'leases', 'token', 'leases.token is NOT NULL');
 SELECT col_is_null('lease', 'leases', 'owner', 'leases.owner is nullable (NULL when free)');
+
+-- lease.token_epochs: the server identities and timelines that issued tokens.
+SELECT columns_are('lease', 'token_epochs', ARRAY['system_identifier', 'timeline_id', 'first_token', 'started_at']);
+SELECT col_type_is('lease', 'token_epochs', 'system_identifier', 'bigint',
+    'token_epochs.system_identifier is bigint, as in pg_control_system()');
+SELECT col_type_is('lease', 'token_epochs', 'timeline_id', 'integer',
+    'token_epochs.timeline_id is integer, as in pg_control_checkpoint()');
+SELECT col_type_is('lease', 'token_epochs', 'first_token', 'bigint', 'token_epochs.first_token is bigint');
+SELECT col_type_is('lease', 'token_epochs', 'started_at', 'timestamp with time zone',
+    'token_epochs.started_at is timestamptz');
+SELECT hasnt_pk('lease', 'token_epochs',
+    'token_epochs is a log without a key: concurrent first grants never wait on each other''s commit');
 
 -- lease.fencing_token_seq: bigint, ascending by 1, never cycles, CACHE 1 (a
 -- per-backend cache would hand out tokens out of order across sessions).
@@ -140,9 +152,9 @@ SELECT has_extension('lease');
 SELECT is(extrelocatable, false, 'lease is not relocatable') FROM pg_extension WHERE extname = 'lease';
 SELECT is(extnamespace::regnamespace::text, 'lease', 'the extension lives in schema lease')
   FROM pg_extension WHERE extname = 'lease';
-SELECT is(extversion, '1.0', 'the installed version is 1.0') FROM pg_extension WHERE extname = 'lease';
+SELECT is(extversion, '1.1', 'the installed version is 1.1') FROM pg_extension WHERE extname = 'lease';
 SELECT is(trusted, false, 'lease is not a trusted extension (only superusers install it)')
-  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.0';
+  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.1';
 
 -- pg_dump keeps lease state with the data, so a restored database never reissues a token.
 SELECT ok('lease.leases'::regclass = ANY (extconfig),
@@ -150,6 +162,9 @@ SELECT ok('lease.leases'::regclass = ANY (extconfig),
   FROM pg_extension WHERE extname = 'lease';
 SELECT ok('lease.fencing_token_seq'::regclass = ANY (extconfig),
     'lease.fencing_token_seq is registered with pg_extension_config_dump')
+  FROM pg_extension WHERE extname = 'lease';
+SELECT ok('lease.token_epochs'::regclass = ANY (extconfig),
+    'lease.token_epochs is registered with pg_extension_config_dump: a restore leaps the tokens')
   FROM pg_extension WHERE extname = 'lease';
 SELECT is(cardinality(extconfig), cardinality(extcondition),
     'extconfig and extcondition have one entry per dumped relation')

@@ -1,0 +1,137 @@
+/* sql/lease--1.1.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION lease" to load this file. \quit
+
+-- One row per lease name. Heartbeats touch only unindexed columns (renewed_at,
+-- expires_at) so they are HOT updates; fillfactor leaves room on each page for them.
+CREATE TABLE lease.leases (
+    name        text        NOT NULL PRIMARY KEY,
+    owner       text,
+    token       bigint      NOT NULL,
+    ttl         interval    NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE lease.leases IS
+    'One row per lease name; owner is NULL when the lease is free. Change it only through the lease functions.';
+
+-- CACHE 1 is required: a per-backend cache would hand out tokens out of order
+-- across sessions, and a later grant could get a smaller token than an earlier one.
+CREATE SEQUENCE lease.fencing_token_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
+
+COMMENT ON SEQUENCE lease.fencing_token_seq IS
+    'The one source of fencing tokens: every grant and every revoke takes the next value.';
+
+-- pg_dump saves lease state and the sequence with the data. A restore only knows
+-- the tokens issued before the dump; lease.token_epochs (below) makes the first
+-- grant on the restored server leap past the ones issued after it.
+SELECT pg_catalog.pg_extension_config_dump('lease.leases', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.fencing_token_seq', '');
+
+CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds')
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'lease_acquire';
+
+COMMENT ON FUNCTION lease.lease_acquire(text, text, interval) IS
+    'Grants the lease to owner if it is free, expired or already owner''s; returns a fresh fencing token, or NULL if someone else holds it.';
+
+CREATE FUNCTION lease.lease_heartbeat(name text, token bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'lease_heartbeat';
+
+COMMENT ON FUNCTION lease.lease_heartbeat(text, bigint, interval) IS
+    'Extends a live grant to clock_timestamp() + ttl (default: the grant''s ttl); false if the token is stale or the lease expired.';
+
+CREATE FUNCTION lease.lease_release(name text, token bigint)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'lease_release';
+
+COMMENT ON FUNCTION lease.lease_release(text, bigint) IS
+    'Frees a live grant at once; false if the token is stale or the lease already expired.';
+
+-- The fence only reads lease.leases (readable by everyone) and takes a lock, so it
+-- runs as the caller: no SECURITY DEFINER cost on every fenced row.
+CREATE FUNCTION lease.fenced_write(name text, token bigint)
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_fenced_write';
+
+COMMENT ON FUNCTION lease.fenced_write(text, bigint) IS
+    'Raises LF001 unless token is the current live grant of the lease; once passed, no new grant commits before this transaction ends.';
+
+CREATE FUNCTION lease.fence_trigger()
+RETURNS trigger
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_fence_trigger';
+
+COMMENT ON FUNCTION lease.fence_trigger() IS
+    'BEFORE ROW trigger: fence_trigger(''name template with {column}'' [, ''token column'']) rejects writes without the current token (LF001).';
+
+CREATE FUNCTION lease.lease_revoke(name text)
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'lease_revoke';
+
+COMMENT ON FUNCTION lease.lease_revoke(text) IS
+    'Admin: ends the current grant at once and advances the lease''s token (returned); NULL for an unknown name.';
+
+CREATE VIEW lease.status AS
+SELECT l.name,
+       l.owner,
+       l.token,
+       CASE
+           WHEN l.owner IS NULL THEN 'free'
+           WHEN l.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
+           ELSE 'expired'
+       END AS state,
+       CASE
+           WHEN l.owner IS NOT NULL AND l.expires_at OPERATOR(pg_catalog.>) c.now
+           THEN pg_catalog.date_trunc('milliseconds', l.expires_at OPERATOR(pg_catalog.-) c.now)
+       END AS expires_in,
+       l.ttl,
+       l.acquired_at,
+       l.renewed_at,
+       l.expires_at
+FROM lease.leases AS l
+CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
+
+COMMENT ON VIEW lease.status IS
+    'Leases at a glance: state is held, expired or free by the server clock; expires_in is what is left of a held lease.';
+
+-- Applications read lease state freely but change it only through the functions above.
+GRANT USAGE ON SCHEMA lease TO PUBLIC;
+GRANT SELECT ON lease.leases, lease.status TO PUBLIC;
+REVOKE ALL ON SEQUENCE lease.fencing_token_seq FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease.lease_revoke(text) FROM PUBLIC;
+
+-- A log of token epochs: each row is a server identity (system identifier and WAL
+-- timeline) that began issuing tokens. A sequence can go backwards when a standby
+-- is promoted, or a backup or dump restored, without the last nextval WAL; so the
+-- first grant or revoke on an identity not in this log leaps the sequence 2^32
+-- forward (unless the log is empty: the very first epoch starts where the sequence
+-- is). Concurrent first grants on a new identity may each leap and log a row:
+-- waiting for each other's commit would make one lease's grant wait for another's.
+-- See "High availability and failover" in docs/operations.md.
+CREATE TABLE lease.token_epochs (
+    system_identifier bigint      NOT NULL,
+    timeline_id       integer     NOT NULL,
+    first_token       bigint      NOT NULL,
+    started_at        timestamptz NOT NULL
+);
+
+COMMENT ON TABLE lease.token_epochs IS
+    'Server identities (system identifier, timeline) that began issuing tokens, and the first token each could issue; a new identity leaps the token sequence by 2^32.';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.token_epochs', '');
+
+GRANT SELECT ON lease.token_epochs TO PUBLIC;

@@ -1,0 +1,51 @@
+-- Upgrading 1.0 to 1.1 must give exactly the objects and privileges of a fresh 1.1.
+CREATE TEMP TABLE objects (source text, description text, acl text);
+
+CREATE EXTENSION lease VERSION '1.0';
+SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_before_upgrade;
+ALTER EXTENSION lease UPDATE TO '1.1';
+SELECT extversion FROM pg_extension WHERE extname = 'lease';
+
+INSERT INTO objects
+SELECT 'updated', pg_describe_object(d.classid, d.objid, d.objsubid),
+       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
+                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
+                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
+                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
+                (SELECT nspacl::text FROM pg_namespace
+                  WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass))
+FROM pg_depend AS d
+WHERE d.refclassid = 'pg_extension'::regclass
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
+
+-- Lease state survives the upgrade, and the first grant after it begins the
+-- first epoch without a leap.
+SELECT name, owner, token FROM lease.leases;
+SELECT lease.lease_acquire('upgrade-me', 'w2', '1 minute') AS token_after_upgrade;
+SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_after_upgrade;
+SELECT first_token FROM lease.token_epochs;
+
+DROP EXTENSION lease;
+CREATE EXTENSION lease;
+INSERT INTO objects
+SELECT 'fresh', pg_describe_object(d.classid, d.objid, d.objsubid),
+       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
+                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
+                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
+                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
+                (SELECT nspacl::text FROM pg_namespace
+                  WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass))
+FROM pg_depend AS d
+WHERE d.refclassid = 'pg_extension'::regclass
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
+
+-- Both lists are non-empty and identical.
+SELECT source, count(*) AS objects FROM objects GROUP BY source ORDER BY source;
+(SELECT description, acl FROM objects WHERE source = 'updated'
+ EXCEPT SELECT description, acl FROM objects WHERE source = 'fresh')
+UNION ALL
+(SELECT description, acl FROM objects WHERE source = 'fresh'
+ EXCEPT SELECT description, acl FROM objects WHERE source = 'updated');
+SELECT description FROM objects WHERE source = 'fresh' AND description LIKE '%token_epochs%' ORDER BY 1;
+
+DROP EXTENSION lease;
