@@ -150,5 +150,35 @@ SET LOCAL lease.fence_token = 7;
 SELECT pg_temp.outcome($$INSERT INTO orders VALUES (20, 'eu', 1, 4)$$) AS stale_row_token_with_good_setting;
 ROLLBACK;
 
-DROP TABLE orders, host_actions, misfenced, audit;
+-- Within one transaction, a passed check is remembered for later rows of the
+-- same lease and token (it holds the fence lock), but never beyond what the
+-- lease allows: not past expiry, nor past this backend's own release or
+-- re-grant. (A rolled-back savepoint: specs/fence-check-per-transaction.)
+CREATE TABLE ledger (id int, note text, fence_token bigint);
+CREATE TRIGGER ledger_fence BEFORE INSERT OR UPDATE OR DELETE ON ledger
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('ledger');
+SELECT lease.lease_acquire('ledger', 'worker-a', '1 second') AS ledger_token \gset
+BEGIN;
+INSERT INTO ledger SELECT g, 'bulk', :ledger_token FROM generate_series(1, 1000) AS g;
+SELECT pg_sleep(1.1);
+SELECT pg_temp.outcome(format($$INSERT INTO ledger VALUES (1001, 'after expiry', %s)$$, :ledger_token))
+    AS after_expiry;
+ROLLBACK;
+
+SELECT lease.lease_acquire('ledger', 'worker-a', '1 hour') AS ledger_token \gset
+BEGIN;
+INSERT INTO ledger VALUES (1, 'before release', :ledger_token);
+SELECT lease.lease_release('ledger', :ledger_token) AS released;
+SELECT pg_temp.outcome(format($$INSERT INTO ledger VALUES (2, 'after release', %s)$$, :ledger_token))
+    AS after_own_release;
+ROLLBACK;
+
+BEGIN;
+INSERT INTO ledger VALUES (1, 'first grant', :ledger_token);
+SELECT lease.lease_acquire('ledger', 'worker-a', '1 hour') > :ledger_token AS granted_again;
+SELECT pg_temp.outcome(format($$INSERT INTO ledger VALUES (2, 'old token', %s)$$, :ledger_token))
+    AS old_token_after_own_regrant;
+ROLLBACK;
+
+DROP TABLE orders, host_actions, misfenced, audit, ledger;
 DROP EXTENSION lease;

@@ -24,6 +24,7 @@ Datum acquire(FunctionCallInfo fcinfo)
     if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
         PG_RETURN_NULL();
 
+    lease::forget_passed_fence_checks();
     int64 token;
     if (!lease::store_acquire(name, owner, ttl, now, expires_at, &token)) {
         // Not granted: stop holding off the holder's fenced writes at once,
@@ -79,6 +80,7 @@ Datum release(FunctionCallInfo fcinfo)
     const int64 token = lease::token_arg(fcinfo, 1);
 
     const LOCKTAG tag = share_fence_lock(name);
+    lease::forget_passed_fence_checks();
     PG_RETURN_BOOL(keep_share_lock_if(lease::store_release(name, token, GetCurrentTimestamp()), &tag));
 }
 
@@ -94,6 +96,7 @@ Datum revoke(FunctionCallInfo fcinfo)
     lease::set_fence_locktag(&tag, name);
     (void) LockAcquire(&tag, ExclusiveLock, false, false);
 
+    lease::forget_passed_fence_checks();
     int64 token;
     if (!lease::store_revoke(name, GetCurrentTimestamp(), &token))
         PG_RETURN_NULL();
@@ -155,7 +158,7 @@ Datum lease_fence_trigger(PG_FUNCTION_ARGS)
 
 void _PG_init(void)
 {
-    lease::define_fence_token_setting();
+    lease::initialize_fence();
     MarkGUCPrefixReserved("lease");
 }
 

@@ -14,7 +14,12 @@ void fence_check(const text* name, int64 token);
 // The body of lease.fence_trigger(): BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW.
 Datum fence_trigger(FunctionCallInfo fcinfo);
 
-// Defines the lease.fence_token setting (the token for writes whose rows carry none).
-void define_fence_token_setting();
+// Forgets the fence checks this transaction has passed, so the next ones read
+// the lease again. Call after anything this backend does to a lease's grant.
+void forget_passed_fence_checks();
+
+// From _PG_init: defines the lease.fence_token setting (the token for writes
+// whose rows carry none) and hooks subtransaction aborts.
+void initialize_fence();
 
 }  // namespace lease
