@@ -31,10 +31,13 @@ COMMENT ON SEQUENCE lease.fencing_token_seq IS
 SELECT pg_catalog.pg_extension_config_dump('lease.leases', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.fencing_token_seq', '');
 
+-- Every function runs as its caller (none is SECURITY DEFINER). The functions
+-- that change lease state run their own fixed, schema-qualified queries as the
+-- owner of lease.leases, as foreign-key checks run as the referenced table's
+-- owner; callers need EXECUTE only.
 CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds')
 RETURNS bigint
 LANGUAGE c VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'lease_acquire';
 
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval) IS
@@ -43,7 +46,6 @@ COMMENT ON FUNCTION lease.lease_acquire(text, text, interval) IS
 CREATE FUNCTION lease.lease_heartbeat(name text, token bigint, ttl interval DEFAULT NULL)
 RETURNS boolean
 LANGUAGE c VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'lease_heartbeat';
 
 COMMENT ON FUNCTION lease.lease_heartbeat(text, bigint, interval) IS
@@ -52,14 +54,13 @@ COMMENT ON FUNCTION lease.lease_heartbeat(text, bigint, interval) IS
 CREATE FUNCTION lease.lease_release(name text, token bigint)
 RETURNS boolean
 LANGUAGE c VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'lease_release';
 
 COMMENT ON FUNCTION lease.lease_release(text, bigint) IS
     'Frees a live grant at once; false if the token is stale or the lease already expired.';
 
--- The fence only reads lease.leases (readable by everyone) and takes a lock, so it
--- runs as the caller: no SECURITY DEFINER cost on every fenced row.
+-- The fence only reads lease.leases (readable by everyone) and takes a lock, all
+-- as the caller.
 CREATE FUNCTION lease.fenced_write(name text, token bigint)
 RETURNS void
 LANGUAGE c VOLATILE PARALLEL UNSAFE
@@ -79,7 +80,6 @@ COMMENT ON FUNCTION lease.fence_trigger() IS
 CREATE FUNCTION lease.lease_revoke(name text)
 RETURNS bigint
 LANGUAGE c VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'lease_revoke';
 
 COMMENT ON FUNCTION lease.lease_revoke(text) IS
