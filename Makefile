@@ -26,11 +26,49 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# pg_lease, the command-line tool (docs/cli.md). It is a libpq client, not part
+# of the server module, so it has its own rules instead of PGXS's PROGRAM (which
+# would take over OBJS).
+PG_LEASE = pg_lease
+PG_LEASE_OBJS = $(patsubst %.cpp,%.o,$(wildcard src/cli/*.cpp))
+PG_LEASE_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" lease.control)
+PG_LEASE_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -MMD -MP \
+	-isystem $(shell $(PG_CONFIG) --includedir) -DPG_LEASE_VERSION='"$(PG_LEASE_VERSION)"'
+EXTRA_CLEAN += $(PG_LEASE) src/cli/*.o src/cli/*.d test/unit/cli_test
+
+all: $(PG_LEASE)
+
+src/cli/%.o: src/cli/%.cpp
+	$(CXX) $(PG_LEASE_CXXFLAGS) -c -o $@ $<
+
+$(PG_LEASE): $(PG_LEASE_OBJS)
+	$(CXX) -o $@ $^ -lpq
+
+-include $(PG_LEASE_OBJS:.o=.d)
+
+install: install-pg_lease
+install-pg_lease: $(PG_LEASE)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(PG_LEASE) '$(DESTDIR)$(bindir)/$(PG_LEASE)'
+
+uninstall: uninstall-pg_lease
+uninstall-pg_lease:
+	rm -f '$(DESTDIR)$(bindir)/$(PG_LEASE)'
+.PHONY: install-pg_lease uninstall-pg_lease
+
+# Unit tests of pg_lease's pure logic (GoogleTest).
+CLI_UNIT_TEST = test/unit/cli_test
+CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_codes.cpp src/cli/json.cpp \
+	src/cli/lease_status.cpp
+$(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
+
 # Unit tests of the pure C++ core (GoogleTest); no server needed.
 UNIT_TEST = test/unit/core_test
 $(UNIT_TEST): test/unit/core_test.cpp src/validation.cpp src/name_template.cpp src/core.hpp
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
-unittest: $(UNIT_TEST)
+unittest: $(UNIT_TEST) $(CLI_UNIT_TEST)
 	./$(UNIT_TEST)
+	./$(CLI_UNIT_TEST)
 .PHONY: unittest

@@ -1,0 +1,229 @@
+#include "command_line.hpp"
+
+#include "timing.hpp"
+
+#include <charconv>
+
+namespace pg_lease {
+
+const char* const usage_text = R"(pg_lease: leases, fencing tokens and fenced writes from the shell (the lease extension).
+
+Usage:
+  pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--] COMMAND [ARGS...]
+  pg_lease acquire NAME [--ttl 20s] [--wait 0] [--owner ID] [--json]
+  pg_lease heartbeat NAME TOKEN [--ttl DURATION] [--json]
+  pg_lease release NAME TOKEN [--json]
+  pg_lease revoke NAME [--json]
+  pg_lease status NAME [--json]
+  pg_lease list [--json]
+
+Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
+PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
+Durations: 500ms, 20s, 2m, 1h, 1d or sums like 1m30s.
+Exit codes: 0 success, 1 error, 64 usage, 69 connection failed, 75 not acquired,
+79 lease lost; run exits with COMMAND's status (128+N if killed by signal N).
+See docs/cli.md.
+)";
+
+namespace {
+
+enum OptionFlag : unsigned {
+    dbname_flag = 1,
+    ttl_flag = 2,
+    wait_flag = 4,
+    owner_flag = 8,
+    grace_flag = 16,
+    json_flag = 32,
+};
+
+struct CommandSpec {
+    const char* name;
+    Command command;
+    std::vector<const char*> positionals;
+    unsigned options;
+};
+
+const std::vector<CommandSpec>& command_specs()
+{
+    static const std::vector<CommandSpec> specs = {
+        {"run", Command::run, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag},
+        {"acquire", Command::acquire, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | json_flag},
+        {"heartbeat", Command::heartbeat, {"NAME", "TOKEN"}, dbname_flag | ttl_flag | json_flag},
+        {"release", Command::release, {"NAME", "TOKEN"}, dbname_flag | json_flag},
+        {"revoke", Command::revoke, {"NAME"}, dbname_flag | json_flag},
+        {"status", Command::status, {"NAME"}, dbname_flag | json_flag},
+        {"list", Command::list, {}, dbname_flag | json_flag},
+        {"help", Command::help, {}, 0},
+    };
+    return specs;
+}
+
+struct OptionSpec {
+    const char* long_name;
+    OptionFlag flag;
+    bool takes_value;
+};
+
+const OptionSpec option_specs[] = {
+    {"--dbname", dbname_flag, true}, {"--ttl", ttl_flag, true},     {"--wait", wait_flag, true},
+    {"--owner", owner_flag, true},   {"--grace", grace_flag, true}, {"--json", json_flag, false},
+};
+
+Milliseconds duration_option(const std::string& option, const std::string& value)
+{
+    const auto duration = parse_duration(value);
+    if (!duration)
+        throw UsageError("invalid duration \"" + value + "\" for " + option +
+                         " (use a number and a unit: 500ms, 20s, 2m, 1h, 1d, at most 366d)");
+    return *duration;
+}
+
+void set_option(Options& options, const OptionSpec& spec, const std::string& value)
+{
+    const std::string option = spec.long_name;
+    switch (spec.flag) {
+    case dbname_flag:
+        options.conninfo = value;
+        break;
+    case ttl_flag:
+        options.ttl = duration_option(option, value);
+        if (*options.ttl == Milliseconds(0))
+            throw UsageError("--ttl must be more than 0");
+        break;
+    case wait_flag:
+        options.wait = duration_option(option, value);
+        break;
+    case owner_flag:
+        if (value.empty())
+            throw UsageError("--owner must not be empty");
+        options.owner = value;
+        break;
+    case grace_flag:
+        options.grace = duration_option(option, value);
+        break;
+    case json_flag:
+        options.json = true;
+        break;
+    }
+}
+
+std::string join(const std::vector<const char*>& words, const char* separator)
+{
+    std::string out;
+    for (const char* word : words)
+        out += (out.empty() ? "" : separator) + std::string(word);
+    return out;
+}
+
+void check_run_timing(Options& options)
+{
+    const Milliseconds ttl = options.ttl.value_or(default_ttl);
+    if (ttl < min_run_ttl)
+        throw UsageError("run needs a --ttl of at least " + format_duration(min_run_ttl));
+    const Milliseconds max_grace = SupervisionTiming::max_grace(ttl);
+    if (options.grace && *options.grace > max_grace)
+        throw UsageError("--grace must be at most half the TTL (" + format_duration(max_grace) + ")");
+}
+
+}  // namespace
+
+std::optional<std::int64_t> parse_positive_integer(std::string_view text)
+{
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size() || value <= 0)
+        return std::nullopt;
+    return value;
+}
+
+Options parse_command_line(const std::vector<std::string>& args)
+{
+    Options options;
+    const CommandSpec* command = nullptr;
+    std::vector<std::string> positionals;
+    unsigned options_seen = 0;
+    bool options_ended = false;
+    bool wait_given = false;
+
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (!options_ended && arg == "--") {
+            options_ended = true;
+            continue;
+        }
+        if (!options_ended && arg.size() > 1 && arg[0] == '-') {
+            if (arg == "-h" || arg == "--help") {
+                options.command = Command::help;
+                return options;
+            }
+            if (arg == "--version") {
+                options.command = Command::version;
+                return options;
+            }
+            const std::string name = arg == "-d" ? "--dbname" : arg.substr(0, arg.find('='));
+            const OptionSpec* spec = nullptr;
+            for (const OptionSpec& candidate : option_specs)
+                if (name == candidate.long_name)
+                    spec = &candidate;
+            if (!spec)
+                throw UsageError("unknown option \"" + arg + "\"");
+            std::string value;
+            if (arg.find('=') != std::string::npos && name != arg) {
+                if (!spec->takes_value)
+                    throw UsageError(name + " takes no value");
+                value = arg.substr(name.size() + 1);
+            } else if (spec->takes_value) {
+                if (i + 1 >= args.size())
+                    throw UsageError(name + " needs a value");
+                value = args[++i];
+            }
+            set_option(options, *spec, value);
+            options_seen |= spec->flag;
+            wait_given = wait_given || spec->flag == wait_flag;
+            continue;
+        }
+        if (!command) {
+            for (const CommandSpec& candidate : command_specs())
+                if (arg == candidate.name)
+                    command = &candidate;
+            if (!command)
+                throw UsageError("unknown command \"" + arg + "\"");
+            continue;
+        }
+        if (command->command == Command::run && positionals.size() == 1) {
+            options.command_line.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+            break;
+        }
+        if (positionals.size() == command->positionals.size())
+            throw UsageError("unexpected argument \"" + arg + "\" for " + command->name);
+        positionals.push_back(arg);
+    }
+
+    if (!command)
+        throw UsageError("no command given");
+    options.command = command->command;
+    for (const OptionSpec& spec : option_specs)
+        if ((options_seen & spec.flag) && !(command->options & spec.flag))
+            throw UsageError(std::string(spec.long_name) + " does not apply to " + command->name);
+    if (positionals.size() < command->positionals.size())
+        throw UsageError(std::string(command->name) + " needs " + join(command->positionals, " and "));
+
+    if (!positionals.empty())
+        options.name = positionals[0];
+    if (command->positionals.size() == 2) {
+        const auto token = parse_positive_integer(positionals[1]);
+        if (!token)
+            throw UsageError("invalid TOKEN \"" + positionals[1] + "\" (expected a positive integer)");
+        options.token = *token;
+    }
+    if (options.command == Command::run) {
+        if (options.command_line.empty())
+            throw UsageError("run needs a COMMAND to run after NAME");
+        if (!wait_given)
+            options.wait = default_run_wait;
+        check_run_timing(options);
+    }
+    return options;
+}
+
+}  // namespace pg_lease

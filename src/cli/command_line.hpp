@@ -1,0 +1,44 @@
+// pg_lease's command line: what each command accepts, parsed and checked
+// before anything connects to the server.
+#pragma once
+
+#include "duration.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pg_lease {
+
+enum class Command { run, acquire, heartbeat, release, revoke, status, list, help, version };
+
+struct Options {
+    Command command = Command::help;
+    std::string conninfo;  // empty: libpq's defaults and PG* environment variables
+    std::string name;
+    std::int64_t token = 0;                 // heartbeat, release
+    std::optional<Milliseconds> ttl;        // run, acquire: the grant's; heartbeat: a one-off extension
+    Milliseconds wait{0};                   // run, acquire
+    std::optional<Milliseconds> grace;      // run
+    std::optional<std::string> owner;       // run, acquire
+    bool json = false;
+    std::vector<std::string> command_line;  // run
+};
+
+inline constexpr Milliseconds default_ttl = std::chrono::seconds(20);
+inline constexpr Milliseconds default_run_wait = std::chrono::seconds(30);
+
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// args excludes the program name. Throws UsageError with a one-line message.
+Options parse_command_line(const std::vector<std::string>& args);
+
+std::optional<std::int64_t> parse_positive_integer(std::string_view text);
+
+extern const char* const usage_text;
+
+}  // namespace pg_lease

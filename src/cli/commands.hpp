@@ -1,0 +1,12 @@
+// The one-shot commands: acquire, heartbeat, release, revoke, status, list.
+// Each connects, does one thing, prints the outcome and returns the exit code;
+// failures are thrown as Failure.
+#pragma once
+
+#include "command_line.hpp"
+
+namespace pg_lease {
+
+int run_one_shot_command(const Options& options);
+
+}  // namespace pg_lease

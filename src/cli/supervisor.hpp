@@ -1,0 +1,13 @@
+// `pg_lease run`: acquire a lease, run a command under it, keep the lease alive,
+// stop the command before the lease can expire if it cannot be kept, release
+// it when the command ends. The timing model is in timing.hpp and docs/cli.md.
+#pragma once
+
+#include "command_line.hpp"
+
+namespace pg_lease {
+
+// Returns the exit code: the command's status, or one of exit_code's.
+int run_under_lease(const Options& options);
+
+}  // namespace pg_lease

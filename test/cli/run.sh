@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+# test/cli/run.sh: pg_lease, the command-line tool (docs/cli.md), with real
+# processes against a throwaway cluster of its own (scripts/lib.sh; port
+# LEASE_TEST_PORT, default 54353). Covers:
+#   - usage errors: one line on stderr, exit 64;
+#   - the one-shot commands, their exit codes and their --json output;
+#   - run: the command's environment and exit status, mutual exclusion of two
+#     runs, "not acquired", signal forwarding, a SIGKILLed holder, a SIGSTOPped
+#     holder whose writes after the takeover are fenced off, and a database
+#     restart (the lease survives) or outage (the command is stopped before the
+#     lease can expire).
+#
+# Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
+# path). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
+# exits non-zero on any failure.
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54353}
+PG_LEASE=${PG_LEASE:-$PGBIN/pg_lease}
+export WORK
+WORK=$(mktemp -d /tmp/lease-cli-test.XXXXXX)
+BG_PIDS=()
+
+cleanup() {
+    local pid
+    for pid in "${BG_PIDS[@]}"; do
+        kill -CONT "$pid" 2>/dev/null
+        kill -KILL "$pid" 2>/dev/null
+    done
+    wait 2>/dev/null
+    cluster_destroy
+    rm -rf "$WORK"
+}
+
+passed=0
+failed=0
+n=0
+# report OK DESCRIPTION [DIAGNOSTIC]: OK is 0 for a pass.
+report() {
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok $n - $2"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $2"
+        [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/#   /'
+    fi
+    return 0
+}
+
+# check DESCRIPTION COMMAND...: reports whether COMMAND succeeds.
+check() {
+    local description=$1
+    shift
+    "$@"
+    report $? "$description"
+}
+
+sql() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
+}
+
+now_ms() {
+    date +%s%3N
+}
+
+# poll_until SECONDS COMMAND...: runs COMMAND every 0.05 s until it succeeds
+# (returns 0) or SECONDS have passed (returns 1).
+poll_until() {
+    local deadline=$(($(now_ms) + $1 * 1000))
+    shift
+    until "$@"; do
+        [ "$(now_ms)" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+lease_field() {
+    sql -c "SELECT $2 FROM lease.status WHERE name = '$1'"
+}
+
+lease_is() {
+    [ "$(lease_field "$1" state)" = "$2" ]
+}
+
+# pg_lease ARGS...: runs it, leaving its stdout, stderr and status in $out, $err and $rc.
+pg_lease() {
+    out=$("$PG_LEASE" "$@" 2>"$WORK/stderr")
+    rc=$?
+    err=$(cat "$WORK/stderr")
+}
+
+# json_ok PERL_CONDITION: whether $out parses as JSON ($j) and the condition holds.
+json_ok() {
+    printf '%s' "$out" | perl -MJSON::PP -e 'my $j = eval { decode_json(do { local $/; <STDIN> }) }; exit(!($j && ('"$1"')))'
+}
+
+exited_with() {
+    [ "$rc" -eq "$1" ]
+}
+
+# wait_exit PID: waits for a background pg_lease and leaves its status in $rc.
+wait_exit() {
+    wait "$1"
+    rc=$?
+}
+
+gone() {
+    ! kill -0 "$1" 2>/dev/null
+}
+
+file_has_lines() {
+    [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]
+}
+
+start_seconds=$SECONDS
+echo "# pg_lease tests on a throwaway cluster, port $LEASE_TEST_PORT, pg_lease at $PG_LEASE"
+if [ ! -x "$PG_LEASE" ]; then
+    echo "not ok 1 - $PG_LEASE is not installed (make install)"
+    echo "cli: 0 passed, 1 failed"
+    exit 1
+fi
+cluster_start || { echo "cli: could not start a cluster"; exit 1; }
+trap cleanup EXIT
+chmod 755 "$WORK"
+
+if ! sql -c 'CREATE EXTENSION lease' \
+        -c 'CREATE TABLE cli_work (id serial PRIMARY KEY, writer text, fence_token bigint, at timestamptz DEFAULT clock_timestamp())' \
+        -c "CREATE TRIGGER cli_work_fence BEFORE INSERT OR UPDATE OR DELETE ON cli_work
+              FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('cli-stop')" >"$WORK/setup.log" 2>&1; then
+    cat "$WORK/setup.log"
+    echo "cli: 0 passed, 1 failed"
+    exit 1
+fi
+
+# writer.sh WHO COUNT: COUNT fenced inserts (0: until killed) under $LEASE_TOKEN,
+# logging "ok" or "rejected" for each to $WORK/WHO.log.
+cat >"$WORK/writer.sh" <<'EOF'
+who=$1 count=$2 i=0
+echo $$ >"$WORK/$who.pid"
+while [ "$count" -eq 0 ] || [ "$i" -lt "$count" ]; do
+    i=$((i + 1))
+    if psql -X -q -c "INSERT INTO cli_work (writer, fence_token) VALUES ('$who', $LEASE_TOKEN)" 2>>"$WORK/$who.err"; then
+        echo ok
+    else
+        echo rejected
+    fi >>"$WORK/$who.log"
+    sleep 0.1
+done
+EOF
+
+# --- usage errors -----------------------------------------------------------
+
+usage_case() {
+    pg_lease "$@"
+    local lines
+    lines=$(printf '%s\n' "$err" | grep -c .)
+    [ "$rc" -eq 64 ] && [ "$lines" -eq 1 ] && [ -z "$out" ] && [[ "$err" == "pg_lease: "* ]]
+    report $? "usage error for: pg_lease $*" "exit $rc, stderr: $err"
+}
+usage_case
+usage_case frobnicate job
+usage_case status
+usage_case list extra
+usage_case heartbeat job notatoken
+usage_case release job 0
+usage_case status job --owner someone
+usage_case acquire job --ttl 20x
+usage_case acquire job --ttl 0
+usage_case acquire job --wait
+usage_case run job --json -- true
+usage_case run job --ttl 2s
+usage_case run job --ttl 2s --grace 1500ms -- true
+usage_case run job --ttl 50ms -- true
+
+pg_lease --help
+[ "$rc" -eq 0 ] && [[ "$out" == *"pg_lease run NAME"* ]]
+report $? "--help prints the usage on stdout and exits 0"
+
+# --- one-shot commands -------------------------------------------------------
+
+pg_lease acquire cli-ops --owner ops-a --ttl 30s
+token=$out
+[ "$rc" -eq 0 ] && [[ "$token" =~ ^[0-9]+$ ]]
+report $? "acquire prints the new token and exits 0" "exit $rc, stdout: $out, stderr: $err"
+
+pg_lease acquire cli-ops --owner ops-b
+[ "$rc" -eq 75 ] && [ -z "$out" ]
+report $? "acquire of a lease another owner holds exits 75 (not acquired)" "exit $rc, stdout: $out"
+
+pg_lease acquire cli-ops --owner ops-b --json
+[ "$rc" -eq 75 ] && json_ok '!defined $j->{token} && $j->{owner} eq "ops-b" && $j->{name} eq "cli-ops"'
+report $? "acquire --json says token null when not acquired" "exit $rc, stdout: $out"
+
+pg_lease heartbeat cli-ops "$token" --json
+[ "$rc" -eq 0 ] && json_ok "\$j->{renewed} && \$j->{token} == $token"
+report $? "heartbeat with the current token exits 0 (--json: renewed true)" "exit $rc, stdout: $out"
+
+pg_lease heartbeat cli-ops $((token + 1000))
+[ "$rc" -eq 79 ]
+report $? "heartbeat with a stale token exits 79 (lease lost)" "exit $rc, stderr: $err"
+
+pg_lease status cli-ops --json
+[ "$rc" -eq 0 ] && json_ok "\$j->{state} eq 'held' && \$j->{owner} eq 'ops-a' && \$j->{token} == $token && \$j->{ttl_ms} == 30000 && \$j->{expires_in_ms} > 0"
+report $? "status --json shows the held lease" "exit $rc, stdout: $out"
+
+pg_lease status cli-ops
+[ "$rc" -eq 0 ] && [[ "$out" == *"state:       held"* ]] && [[ "$out" == *"owner:       ops-a"* ]]
+report $? "status prints the lease for people" "$out"
+
+pg_lease acquire cli-ops2 --owner ops-c --ttl 1m
+pg_lease list --json
+[ "$rc" -eq 0 ] && json_ok 'ref $j eq "ARRAY" && (grep { $_->{name} eq "cli-ops" } @$j) && (grep { $_->{name} eq "cli-ops2" && $_->{owner} eq "ops-c" } @$j)'
+report $? "list --json is an array of all leases" "exit $rc, stdout: $out"
+
+pg_lease list
+[ "$rc" -eq 0 ] && [[ "$(printf '%s\n' "$out" | head -1)" == NAME* ]] && printf '%s\n' "$out" | grep -q '^cli-ops2 *ops-c '
+report $? "list prints a table" "$out"
+
+pg_lease release cli-ops "$token"
+first_release=$rc
+pg_lease release cli-ops "$token" --json
+[ "$first_release" -eq 0 ] && [ "$rc" -eq 79 ] && json_ok '!$j->{released}' && lease_is cli-ops free
+report $? "release exits 0, then 79 for the same token" "exits $first_release, $rc; stdout: $out"
+
+pg_lease revoke cli-ops2 --json
+[ "$rc" -eq 0 ] && json_ok '$j->{token} > 0' && lease_is cli-ops2 free
+report $? "revoke exits 0 and prints the advanced token" "exit $rc, stdout: $out"
+
+pg_lease revoke cli-no-such-lease
+revoke_rc=$rc
+pg_lease status cli-no-such-lease
+[ "$revoke_rc" -eq 1 ] && [ "$rc" -eq 1 ]
+report $? "revoke and status of an unknown lease exit 1" "exits $revoke_rc, $rc"
+
+pg_lease acquire '' --owner ops-a
+[ "$rc" -eq 1 ] && [[ "$err" == *"name"* ]]
+report $? "an error from the server (empty lease name) exits 1" "exit $rc, stderr: $err"
+
+pg_lease -d "host=$WORK port=1" list
+[ "$rc" -eq 69 ]
+report $? "list without a reachable server exits 69 (connection failed)" "exit $rc, stderr: $err"
+
+pg_lease acquire cli-wait --owner ops-a --ttl 1s
+pg_lease acquire cli-wait --owner ops-b --ttl 1s --wait 10s
+[ "$rc" -eq 0 ] && [ "$(lease_field cli-wait owner)" = ops-b ]
+report $? "acquire --wait waits for the holder's lease to expire" "exit $rc, stderr: $err"
+
+# --- run ----------------------------------------------------------------------
+
+"$PG_LEASE" run cli-env --ttl 2s -- sh -c 'echo "$LEASE_NAME|$LEASE_TOKEN|$LEASE_OWNER" >"$WORK/env"; exit 7' &
+pid=$!
+wait_exit $pid
+IFS='|' read -r env_name env_token env_owner <"$WORK/env"
+[ "$rc" -eq 7 ] && [ "$env_name" = cli-env ] && [[ "$env_token" =~ ^[0-9]+$ ]] &&
+    [ "$env_owner" = "$(hostname):$pid" ] && lease_is cli-env free
+report $? "run passes LEASE_NAME/TOKEN/OWNER (owner hostname:pid), exits with the command's status and releases" \
+    "exit $rc, env: $(cat "$WORK/env"), pid $pid, state $(lease_field cli-env state)"
+
+pg_lease run cli-env --ttl 2s -- sh -c 'kill -USR1 $$'
+check "run exits 128+N when the command is killed by signal N" exited_with $((128 + 10))
+
+pg_lease run cli-env --ttl 2s -- /nonexistent/command
+[ "$rc" -eq 127 ] && [[ "$err" == *"cannot run /nonexistent/command"* ]] && lease_is cli-env free
+report $? "run of a command that does not exist exits 127 and releases" "exit $rc, stderr: $err"
+
+pg_lease run cli-env --wait 0 -d "host=$WORK port=1" -- touch "$WORK/never"
+[ "$rc" -eq 69 ] && [ ! -e "$WORK/never" ]
+report $? "run without a reachable server exits 69 and does not run the command" "exit $rc, stderr: $err"
+
+# Two runs of one name: the command runs one at a time, each longer than the TTL.
+cat >"$WORK/critical.sh" <<'EOF'
+mkdir "$WORK/inside" 2>/dev/null || echo overlap >>"$WORK/overlaps"
+echo "$LEASE_TOKEN start $(date +%s%3N)" >>"$WORK/critical.log"
+sleep 2.5
+echo "$LEASE_TOKEN end $(date +%s%3N)" >>"$WORK/critical.log"
+rmdir "$WORK/inside"
+EOF
+"$PG_LEASE" run cli-mutex --ttl 2s --wait 20s -- sh "$WORK/critical.sh" 2>"$WORK/mutex1.err" &
+mutex1=$!
+"$PG_LEASE" run cli-mutex --ttl 2s --wait 20s -- sh "$WORK/critical.sh" 2>"$WORK/mutex2.err" &
+mutex2=$!
+BG_PIDS+=("$mutex1" "$mutex2")
+wait_exit $mutex1
+rc1=$rc
+wait_exit $mutex2
+rc2=$rc
+events=$(awk '{print $2}' "$WORK/critical.log" 2>/dev/null | paste -sd' ' -)
+tokens=$(awk '{print $1}' "$WORK/critical.log" 2>/dev/null | uniq | wc -l)
+[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ ! -e "$WORK/overlaps" ] && [ "$events" = "start end start end" ] && [ "$tokens" -eq 2 ]
+report $? "two runs of one name: exactly one runs the command at a time, the second after the first, both exit 0" \
+    "exits $rc1, $rc2; log: $(paste -sd',' "$WORK/critical.log" 2>/dev/null); stderr: $(cat "$WORK"/mutex*.err)"
+
+# A held lease: --wait 0 and a short --wait give up with 75; then signals.
+cat >"$WORK/trapper.sh" <<'EOF'
+echo $$ >"$WORK/trapper.pid"
+trap 'echo TERM >>"$WORK/trapper.signals"; exit 0' TERM
+while :; do sleep 0.05; done
+EOF
+"$PG_LEASE" run cli-busy --ttl 2s -- sh "$WORK/trapper.sh" 2>"$WORK/busy.err" &
+busy=$!
+BG_PIDS+=("$busy")
+poll_until 10 file_has_lines "$WORK/trapper.pid" 1
+pg_lease run cli-busy --wait 0 -- touch "$WORK/busy-ran"
+no_wait_rc=$rc
+started=$(now_ms)
+pg_lease run cli-busy --wait 500ms -- touch "$WORK/busy-ran"
+waited=$(($(now_ms) - started))
+[ "$no_wait_rc" -eq 75 ] && [ "$rc" -eq 75 ] && [ ! -e "$WORK/busy-ran" ] && [ "$waited" -ge 400 ]
+report $? "run of a held lease exits 75 without running the command, after --wait" \
+    "exits $no_wait_rc, $rc after ${waited} ms; stderr: $err"
+
+kill -TERM $busy
+wait_exit $busy
+[ "$rc" -eq 0 ] && [ "$(cat "$WORK/trapper.signals" 2>/dev/null)" = TERM ] && lease_is cli-busy free
+report $? "SIGTERM to run reaches the command; run exits with its status (0 from its trap) and releases" \
+    "exit $rc, signals seen: $(cat "$WORK/trapper.signals" 2>/dev/null), state $(lease_field cli-busy state), stderr: $(cat "$WORK/busy.err")"
+
+"$PG_LEASE" run cli-busy --ttl 2s -- sh -c 'echo $$ >"$WORK/hup.pid"; exec sleep 30' &
+hup=$!
+BG_PIDS+=("$hup")
+poll_until 10 file_has_lines "$WORK/hup.pid" 1 && poll_until 5 lease_is cli-busy held
+kill -HUP $hup
+wait_exit $hup
+[ "$rc" -eq $((128 + 1)) ] && lease_is cli-busy free
+report $? "SIGHUP to run kills a command that does not catch it: exit 129, lease released" "exit $rc"
+
+# SIGINT (reset to its default: background jobs of scripts start with it
+# ignored) and job control.
+perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' "$PG_LEASE" run cli-busy --ttl 5s -- sh -c 'echo $$ >"$WORK/int.pid"; exec sleep 30' &
+int=$!
+BG_PIDS+=("$int")
+poll_until 10 file_has_lines "$WORK/int.pid" 1
+int_child=$(cat "$WORK/int.pid")
+process_state() {
+    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = "$2" ]
+}
+both_stopped() {
+    process_state "$int" T && process_state "$int_child" T
+}
+both_running() {
+    ! process_state "$int" T && ! process_state "$int_child" T
+}
+kill -TSTP $int
+poll_until 5 both_stopped
+tstp=$?
+kill -CONT $int
+poll_until 5 both_running
+cont=$?
+[ "$tstp" -eq 0 ] && [ "$cont" -eq 0 ]
+report $? "SIGTSTP to run stops the command too, SIGCONT continues both" "stopped: $tstp, continued: $cont"
+kill -INT $int
+wait_exit $int
+[ "$rc" -eq $((128 + 2)) ] && lease_is cli-busy free
+report $? "SIGINT to run reaches the command: exit 130, lease released" "exit $rc"
+
+# The holder is killed with SIGKILL: the command goes with it, and a second run
+# gets the lease within its TTL.
+"$PG_LEASE" run cli-crash --ttl 2s -- sh -c 'echo $$ >"$WORK/crash.pid"; exec sleep 60' &
+crash=$!
+BG_PIDS+=("$crash")
+poll_until 10 file_has_lines "$WORK/crash.pid" 1 && poll_until 5 lease_is cli-crash held
+crash_child=$(cat "$WORK/crash.pid")
+killed_at=$(now_ms)
+{ kill -KILL $crash; wait $crash; } 2>/dev/null
+"$PG_LEASE" run cli-crash --ttl 2s --wait 10s -- sh -c 'date +%s%3N >"$WORK/crash.second"' &
+second=$!
+BG_PIDS+=("$second")
+wait_exit $second
+took=$(($(cat "$WORK/crash.second" 2>/dev/null || echo 0) - killed_at))
+# The lease expires at most the TTL after the kill; allow for the second's poll
+# interval (200 ms) and a loaded machine.
+[ "$rc" -eq 0 ] && [ "$took" -gt 0 ] && [ "$took" -le 3000 ]
+report $? "after the holder is SIGKILLed, a second run runs its command within the TTL (2 s; took $took ms)" "exit $rc"
+check "the SIGKILLed holder's command is killed with it" poll_until 5 gone "$crash_child"
+
+# The holder and its command are stopped (SIGSTOP) past the TTL and another run
+# takes over. The command is continued first, while its supervisor is still
+# stopped: its writes with the old token are rejected by the fence. Then the
+# supervisor continues, kills it at once and exits 79.
+late_write_rejected() {
+    tail -n +$((writes_before + 1)) "$WORK/first.log" | grep -q rejected
+}
+"$PG_LEASE" run cli-stop --ttl 2s -- sh "$WORK/writer.sh" first 0 2>"$WORK/stop1.err" &
+stopped=$!
+BG_PIDS+=("$stopped")
+poll_until 10 grep -q ok "$WORK/first.log" 2>/dev/null
+first_child=$(cat "$WORK/first.pid")
+first_token=$(lease_field cli-stop token)
+kill -STOP $stopped
+kill -STOP -- -"$first_child"
+"$PG_LEASE" run cli-stop --ttl 2s --wait 15s -- sh "$WORK/writer.sh" second 5 2>"$WORK/stop2.err" &
+takeover=$!
+BG_PIDS+=("$takeover")
+poll_until 15 grep -q ok "$WORK/second.log" 2>/dev/null
+writes_before=$(grep -c . "$WORK/first.log")
+# The command first, while its supervisor is still stopped: the zombie writes.
+kill -CONT -- -"$first_child"
+poll_until 10 late_write_rejected
+kill -CONT $stopped
+wait_exit $stopped
+stopped_rc=$rc
+wait_exit $takeover
+late_writes=$(sql -c "SELECT count(*) FROM cli_work
+                       WHERE fence_token = $first_token
+                         AND at >= (SELECT acquired_at FROM lease.leases WHERE name = 'cli-stop')")
+rejected=$(tail -n +$((writes_before + 1)) "$WORK/first.log" | grep -c rejected)
+[ "$stopped_rc" -eq 79 ] && [ "$rc" -eq 0 ] && [ "$late_writes" = 0 ] && [ "$rejected" -ge 1 ] && grep -q '^ok' "$WORK/second.log"
+report $? "a SIGSTOPped holder's command is fenced off after the takeover (first exits 79, second 0, $rejected late writes rejected, $late_writes accepted)" \
+    "exits $stopped_rc, $rc; first: $(paste -sd' ' "$WORK/first.log"); stderr: $(cat "$WORK/stop1.err")"
+check "the SIGSTOPped holder stops its command once it continues" poll_until 5 gone "$first_child"
+
+# The database restarts while the command runs: the lease outlives it, and run
+# heartbeats on under the same token after reconnecting.
+"$PG_LEASE" run cli-restart --ttl 6s -- sh -c 'echo "$LEASE_TOKEN" >"$WORK/restart.token"; while [ ! -e "$WORK/restart.done" ]; do sleep 0.05; done' \
+    2>"$WORK/restart.err" &
+restart=$!
+BG_PIDS+=("$restart")
+poll_until 10 file_has_lines "$WORK/restart.token" 1
+renewed_once() {
+    [ "$(lease_field cli-restart "renewed_at > acquired_at")" = t ]
+}
+poll_until 10 renewed_once
+cluster_restart_server restart -m immediate
+renewed_after_restart() {
+    [ "$(sql -c "SELECT renewed_at > pg_postmaster_start_time() FROM lease.leases WHERE name = 'cli-restart'" 2>/dev/null)" = t ]
+}
+poll_until 10 renewed_after_restart
+renewed=$?
+token_now=$(lease_field cli-restart token)
+touch "$WORK/restart.done"
+wait_exit $restart
+[ "$renewed" -eq 0 ] && [ "$rc" -eq 0 ] && [ "$token_now" = "$(cat "$WORK/restart.token")" ] && lease_is cli-restart free &&
+    grep -q 'heartbeat succeeded again' "$WORK/restart.err"
+report $? "the database restarts mid-run: run reconnects, heartbeats under the same token, the command finishes (exit 0)" \
+    "renewed after restart: $renewed, exit $rc, token $token_now vs $(cat "$WORK/restart.token"); stderr: $(cat "$WORK/restart.err")"
+
+# The database goes away for longer than the lease can be trusted: the command
+# gets SIGTERM before the lease could expire on the server, and run exits 79.
+cat >"$WORK/outage.sh" <<'EOF'
+echo $$ >"$WORK/outage.pid"
+trap 'date +%s%3N >"$WORK/outage.term"; exit 0' TERM
+while :; do sleep 0.05; done
+EOF
+"$PG_LEASE" run cli-outage --ttl 2s -- sh "$WORK/outage.sh" 2>"$WORK/outage.err" &
+outage=$!
+BG_PIDS+=("$outage")
+poll_until 10 file_has_lines "$WORK/outage.pid" 1 && poll_until 5 lease_is cli-outage held
+cluster_restart_server stop -m immediate
+stopped_at=$(now_ms)
+wait_exit $outage
+exited_after=$(($(now_ms) - stopped_at))
+cluster_restart_server start
+expires_ms=$(sql -c "SELECT (extract(epoch FROM expires_at) * 1000)::bigint FROM lease.leases WHERE name = 'cli-outage'")
+term_ms=$(cat "$WORK/outage.term" 2>/dev/null || echo 0)
+[ "$rc" -eq 79 ] && [ "$term_ms" -gt 0 ] && [ "$term_ms" -lt "$expires_ms" ] && [ "$exited_after" -le 2500 ]
+report $? "the database is down past the TTL: the command gets SIGTERM $((expires_ms - term_ms)) ms before the lease expires, run exits 79 ${exited_after} ms after the outage began" \
+    "exit $rc, SIGTERM at $term_ms, lease expires at $expires_ms; stderr: $(cat "$WORK/outage.err")"
+
+echo "# $((SECONDS - start_seconds)) s"
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,246 @@
+// Unit tests for pg_lease's pure logic (src/cli): no server, no processes.
+#include "command_line.hpp"
+#include "duration.hpp"
+#include "exit_codes.hpp"
+#include "json.hpp"
+#include "lease_status.hpp"
+#include "timing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace pg_lease;
+using std::chrono::hours;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+Options parse(std::vector<std::string> args)
+{
+    return parse_command_line(args);
+}
+
+std::string usage_error(std::vector<std::string> args)
+{
+    try {
+        parse_command_line(args);
+    } catch (const UsageError& error) {
+        return error.what();
+    }
+    return "<no error>";
+}
+
+TEST(Duration, ParsesUnitsAndSums)
+{
+    EXPECT_EQ(parse_duration("500ms"), Milliseconds(500));
+    EXPECT_EQ(parse_duration("20s"), seconds(20));
+    EXPECT_EQ(parse_duration("2m"), minutes(2));
+    EXPECT_EQ(parse_duration("1h"), hours(1));
+    EXPECT_EQ(parse_duration("1d"), hours(24));
+    EXPECT_EQ(parse_duration("1m30s"), seconds(90));
+    EXPECT_EQ(parse_duration("1s500ms"), Milliseconds(1500));
+    EXPECT_EQ(parse_duration("0"), Milliseconds(0));
+    EXPECT_EQ(parse_duration("0s"), Milliseconds(0));
+    EXPECT_EQ(parse_duration("366d"), max_duration);
+}
+
+TEST(Duration, RejectsEverythingElse)
+{
+    for (const char* text : {"", "20", "s", "20x", "1.5s", "-5s", "+5s", " 5s", "5s ", "5 s", "5S", "2m1", "ms5",
+                             "367d", "99999999999999999999s", "9223372036854775807ms"})
+        EXPECT_EQ(parse_duration(text), std::nullopt) << text;
+}
+
+TEST(Duration, FormatsTheShortestExactForm)
+{
+    EXPECT_EQ(format_duration(Milliseconds(0)), "0ms");
+    EXPECT_EQ(format_duration(Milliseconds(250)), "250ms");
+    EXPECT_EQ(format_duration(seconds(20)), "20s");
+    EXPECT_EQ(format_duration(Milliseconds(1500)), "1.5s");
+    EXPECT_EQ(format_duration(Milliseconds(12345)), "12.345s");
+    EXPECT_EQ(format_duration(Milliseconds(1050)), "1.05s");
+    EXPECT_EQ(format_duration(seconds(90)), "1m30s");
+    EXPECT_EQ(format_duration(hours(2)), "2h");
+    EXPECT_EQ(format_duration(hours(49) + Milliseconds(1)), "49h0.001s");
+}
+
+TEST(Duration, IntervalLiteral)
+{
+    EXPECT_EQ(interval_literal(seconds(20)), "20000 milliseconds");
+}
+
+TEST(CommandLine, Run)
+{
+    const Options options = parse({"run", "job", "--ttl", "5s", "--owner=me", "--", "sh", "-c", "echo hi"});
+    EXPECT_EQ(options.command, Command::run);
+    EXPECT_EQ(options.name, "job");
+    EXPECT_EQ(options.ttl, seconds(5));
+    EXPECT_EQ(options.owner, "me");
+    EXPECT_EQ(options.wait, default_run_wait);
+    EXPECT_EQ(options.command_line, (std::vector<std::string>{"sh", "-c", "echo hi"}));
+}
+
+TEST(CommandLine, RunCommandStartsAtTheSecondPositional)
+{
+    const Options options = parse({"-d", "service=x", "run", "job", "--wait", "0", "ls", "-l", "--ttl", "1s"});
+    EXPECT_EQ(options.conninfo, "service=x");
+    EXPECT_EQ(options.wait, Milliseconds(0));
+    EXPECT_EQ(options.ttl, std::nullopt);
+    EXPECT_EQ(options.command_line, (std::vector<std::string>{"ls", "-l", "--ttl", "1s"}));
+}
+
+TEST(CommandLine, DoubleDashEndsOptions)
+{
+    const Options options = parse({"status", "--json", "--", "--odd-name"});
+    EXPECT_EQ(options.name, "--odd-name");
+    EXPECT_TRUE(options.json);
+    EXPECT_EQ(parse({"run", "job", "--", "--weird"}).command_line, std::vector<std::string>{"--weird"});
+}
+
+TEST(CommandLine, OneShotCommands)
+{
+    const Options heartbeat = parse({"heartbeat", "job", "42", "--ttl", "1m", "--json", "--dbname", "postgresql:///db"});
+    EXPECT_EQ(heartbeat.command, Command::heartbeat);
+    EXPECT_EQ(heartbeat.token, 42);
+    EXPECT_EQ(heartbeat.ttl, minutes(1));
+    EXPECT_EQ(heartbeat.conninfo, "postgresql:///db");
+    EXPECT_EQ(parse({"acquire", "job"}).wait, Milliseconds(0));
+    EXPECT_EQ(parse({"list"}).command, Command::list);
+    EXPECT_EQ(parse({"release", "job", "7"}).token, 7);
+}
+
+TEST(CommandLine, HelpAndVersion)
+{
+    EXPECT_EQ(parse({"--help"}).command, Command::help);
+    EXPECT_EQ(parse({"run", "job", "-h"}).command, Command::help);
+    EXPECT_EQ(parse({"help"}).command, Command::help);
+    EXPECT_EQ(parse({"--version"}).command, Command::version);
+}
+
+TEST(CommandLine, UsageErrorsAreOneLine)
+{
+    EXPECT_EQ(usage_error({}), "no command given");
+    EXPECT_EQ(usage_error({"lock", "job"}), "unknown command \"lock\"");
+    EXPECT_EQ(usage_error({"status"}), "status needs NAME");
+    EXPECT_EQ(usage_error({"heartbeat", "job"}), "heartbeat needs NAME and TOKEN");
+    EXPECT_EQ(usage_error({"status", "a", "b"}), "unexpected argument \"b\" for status");
+    EXPECT_EQ(usage_error({"heartbeat", "job", "0"}), "invalid TOKEN \"0\" (expected a positive integer)");
+    EXPECT_EQ(usage_error({"heartbeat", "job", "12x"}), "invalid TOKEN \"12x\" (expected a positive integer)");
+    EXPECT_EQ(usage_error({"status", "job", "--owner", "x"}), "--owner does not apply to status");
+    EXPECT_EQ(usage_error({"run", "job", "--json", "true"}), "--json does not apply to run");
+    EXPECT_EQ(usage_error({"list", "--color"}), "unknown option \"--color\"");
+    EXPECT_EQ(usage_error({"list", "--json=yes"}), "--json takes no value");
+    EXPECT_EQ(usage_error({"acquire", "job", "--ttl"}), "--ttl needs a value");
+    EXPECT_EQ(usage_error({"acquire", "job", "--ttl", "0"}), "--ttl must be more than 0");
+    EXPECT_EQ(usage_error({"acquire", "job", "--owner="}), "--owner must not be empty");
+    EXPECT_EQ(usage_error({"run", "job"}), "run needs a COMMAND to run after NAME");
+    EXPECT_EQ(usage_error({"run", "job", "--ttl", "50ms", "true"}), "run needs a --ttl of at least 100ms");
+    EXPECT_EQ(usage_error({"run", "job", "--grace", "11s", "true"}), "--grace must be at most half the TTL (10s)");
+    for (const auto& args : std::vector<std::vector<std::string>>{{"acquire", "job", "--wait", "soon"}, {"list", "extra"}})
+        EXPECT_EQ(usage_error(args).find('\n'), std::string::npos);
+}
+
+TEST(ExitCodes, AreDistinct)
+{
+    const std::vector<int> codes = {exit_code::ok, exit_code::error, exit_code::usage, exit_code::connection_failed,
+                                    exit_code::not_acquired, exit_code::lease_lost};
+    for (std::size_t i = 0; i < codes.size(); ++i)
+        for (std::size_t j = i + 1; j < codes.size(); ++j)
+            EXPECT_NE(codes[i], codes[j]);
+}
+
+TEST(ExitCodes, LikeAShellForAChild)
+{
+    EXPECT_EQ(exit_code::for_wait_status(W_EXITCODE(0, 0)), 0);
+    EXPECT_EQ(exit_code::for_wait_status(W_EXITCODE(7, 0)), 7);
+    EXPECT_EQ(exit_code::for_wait_status(W_EXITCODE(255, 0)), 255);
+    EXPECT_EQ(exit_code::for_wait_status(W_EXITCODE(0, SIGTERM)), 143);
+    EXPECT_EQ(exit_code::for_wait_status(W_EXITCODE(0, SIGKILL)), 137);
+}
+
+TEST(Timing, StopsTheCommandBeforeTheLeaseCanExpire)
+{
+    for (const Milliseconds ttl : std::vector<Milliseconds>{Milliseconds(100), seconds(1), seconds(20), minutes(5)}) {
+        for (const Milliseconds grace : {Milliseconds(0), SupervisionTiming::default_grace(ttl),
+                                         SupervisionTiming::max_grace(ttl)}) {
+            const SupervisionTiming timing{ttl, grace};
+            EXPECT_LT(timing.kill_after(), ttl);
+            EXPECT_EQ(timing.kill_after() - timing.terminate_after(), grace);
+            // At least one heartbeat is tried before the command is told to stop.
+            EXPECT_GT(timing.terminate_after(), timing.heartbeat_interval());
+            EXPECT_GT(timing.retry_interval(), Milliseconds(0));
+        }
+    }
+    const SupervisionTiming timing{seconds(20), SupervisionTiming::default_grace(seconds(20))};
+    EXPECT_EQ(timing.heartbeat_interval(), Milliseconds(6666));
+    EXPECT_EQ(timing.terminate_after(), seconds(14));
+    EXPECT_EQ(timing.kill_after(), seconds(18));
+}
+
+TEST(Json, EscapesStrings)
+{
+    EXPECT_EQ(json_string("plain"), "\"plain\"");
+    EXPECT_EQ(json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    EXPECT_EQ(json_string("line\nnext\ttab\r"), "\"line\\nnext\\ttab\\r\"");
+    EXPECT_EQ(json_string(std::string_view("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
+    EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+}
+
+TEST(Json, BuildsObjects)
+{
+    EXPECT_EQ(JsonObject().str(), "{}");
+    EXPECT_EQ(JsonObject()
+                  .string("name", "job")
+                  .optional_string("owner", std::nullopt)
+                  .number("token", 42)
+                  .optional_number("expires_in_ms", std::nullopt)
+                  .boolean("renewed", true)
+                  .str(),
+              "{\"name\":\"job\",\"owner\":null,\"token\":42,\"expires_in_ms\":null,\"renewed\":true}");
+}
+
+LeaseStatus held_lease()
+{
+    return {"billing", "host:12", 7, "held", 12345, 20000, "2024-01-01T00:00:00+00:00",
+            "2024-01-01T00:00:08+00:00", "2024-01-01T00:00:28+00:00"};
+}
+
+TEST(LeaseStatus, Json)
+{
+    EXPECT_EQ(status_json(held_lease()),
+              "{\"name\":\"billing\",\"owner\":\"host:12\",\"token\":7,\"state\":\"held\",\"expires_in_ms\":12345,"
+              "\"ttl_ms\":20000,\"acquired_at\":\"2024-01-01T00:00:00+00:00\",\"renewed_at\":\"2024-01-01T00:00:08+00:00\","
+              "\"expires_at\":\"2024-01-01T00:00:28+00:00\"}");
+    EXPECT_EQ(status_list_json({}), "[]");
+    EXPECT_EQ(status_list_json({held_lease(), held_lease()}),
+              "[" + status_json(held_lease()) + "," + status_json(held_lease()) + "]");
+}
+
+TEST(LeaseStatus, Text)
+{
+    const std::string text = status_text(held_lease());
+    EXPECT_NE(text.find("owner:       host:12\n"), std::string::npos);
+    EXPECT_NE(text.find("expires in:  12.345s\n"), std::string::npos);
+    EXPECT_NE(text.find("ttl:         20s\n"), std::string::npos);
+}
+
+TEST(LeaseStatus, Table)
+{
+    LeaseStatus free_lease = held_lease();
+    free_lease.name = "a";
+    free_lease.owner = std::nullopt;
+    free_lease.state = "free";
+    free_lease.expires_in_ms = std::nullopt;
+    EXPECT_EQ(status_table({held_lease(), free_lease}),
+              "NAME     OWNER    TOKEN  STATE  EXPIRES IN\n"
+              "billing  host:12  7      held   12.345s\n"
+              "a        -        7      free   -\n");
+}
+
+}  // namespace
