@@ -114,24 +114,37 @@ GRANT SELECT ON lease.leases, lease.status TO PUBLIC;
 REVOKE ALL ON SEQUENCE lease.fencing_token_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION lease.lease_revoke(text) FROM PUBLIC;
 
--- A log of token epochs: each row is a server identity (system identifier and WAL
--- timeline) that began issuing tokens. A sequence can go backwards when a standby
--- is promoted, or a backup or dump restored, without the last nextval WAL; so the
--- first grant or revoke on an identity not in this log leaps the sequence 2^32
--- forward (unless the log is empty: the very first epoch starts where the sequence
--- is). Concurrent first grants on a new identity may each leap and log a row:
--- waiting for each other's commit would make one lease's grant wait for another's.
--- See "High availability and failover" in docs/operations.md.
+-- A log of token epochs. An epoch is one installation of the extension (its
+-- pg_extension OID) on one server identity (system identifier and WAL timeline).
+-- A sequence can go backwards when a standby is promoted, a backup recovered or a
+-- dump restored, without the WAL of the last nextval calls; so the first grant or
+-- revoke of an epoch that is not logged here with a first token leaps the
+-- sequence 2^32 forward -- if any other epoch is logged at all. The row that
+-- CREATE EXTENSION (or the update to 1.1) writes, with no first token, is what
+-- makes a standby that missed every grant leap too. Concurrent first grants of
+-- an epoch may each leap and log a row: waiting for each other's commit would
+-- make one lease's grant wait for another's. See "High availability and
+-- failover" in docs/operations.md.
 CREATE TABLE lease.token_epochs (
     system_identifier bigint      NOT NULL,
     timeline_id       integer     NOT NULL,
-    first_token       bigint      NOT NULL,
+    extension_oid     oid         NOT NULL,
+    first_token       bigint,
     started_at        timestamptz NOT NULL
 );
 
 COMMENT ON TABLE lease.token_epochs IS
-    'Server identities (system identifier, timeline) that began issuing tokens, and the first token each could issue; a new identity leaps the token sequence by 2^32.';
+    'Token epochs (server identity, timeline, installation) and the first token each could issue (NULL: installed, no token yet); a new epoch leaps the token sequence by 2^32.';
 
 SELECT pg_catalog.pg_extension_config_dump('lease.token_epochs', '');
+
+-- The installation itself, before any token: a standby promoted without any
+-- grant's WAL, or a restore, still sees that another epoch existed.
+INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)
+SELECT s.system_identifier, c.timeline_id, e.oid, NULL, pg_catalog.clock_timestamp()
+  FROM pg_catalog.pg_control_system() AS s,
+       pg_catalog.pg_control_checkpoint() AS c,
+       pg_catalog.pg_extension AS e
+ WHERE e.extname OPERATOR(pg_catalog.=) 'lease';
 
 GRANT SELECT ON lease.token_epochs TO PUBLIC;

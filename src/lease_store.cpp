@@ -105,28 +105,35 @@ constexpr QuerySpec query_specs[query_count] = {
      1,
      {TEXTOID}},
 
-    // epoch_recorded($1 system identifier, $2 timeline)
+    // epoch_recorded($1 system identifier, $2 timeline, $3 extension): has this
+    // epoch issued tokens?
     {"SELECT EXISTS (SELECT FROM lease.token_epochs"
      "                WHERE system_identifier OPERATOR(pg_catalog.=) $1"
-     "                  AND timeline_id OPERATOR(pg_catalog.=) $2)",
-     2,
-     {INT8OID, INT4OID}},
+     "                  AND timeline_id OPERATOR(pg_catalog.=) $2"
+     "                  AND extension_oid OPERATOR(pg_catalog.=) $3"
+     "                  AND first_token IS NOT NULL)",
+     3,
+     {INT8OID, INT4OID, OIDOID}},
 
-    // epoch_begin($1 system identifier, $2 timeline, $3 gap): the very first
-    // epoch starts where the sequence is; any later one leaps it by the gap.
-    {"INSERT INTO lease.token_epochs (system_identifier, timeline_id, first_token, started_at)"
-     " SELECT $1, $2,"
-     "        CASE WHEN EXISTS (SELECT FROM lease.token_epochs)"
+    // epoch_begin($1 system identifier, $2 timeline, $3 extension, $4 gap):
+    // leaps the sequence by the gap if any other epoch is logged; the very
+    // first epoch of an installation starts where the sequence is.
+    {"INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)"
+     " SELECT $1, $2, $3,"
+     "        CASE WHEN EXISTS (SELECT FROM lease.token_epochs AS e"
+     "                           WHERE e.system_identifier OPERATOR(pg_catalog.<>) $1"
+     "                              OR e.timeline_id OPERATOR(pg_catalog.<>) $2"
+     "                              OR e.extension_oid OPERATOR(pg_catalog.<>) $3)"
      "             THEN pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,"
-     "                                    s.last_value OPERATOR(pg_catalog.+) $3)"
+     "                                    s.last_value OPERATOR(pg_catalog.+) $4)"
      "                  OPERATOR(pg_catalog.+) 1"
      "             WHEN s.is_called THEN s.last_value OPERATOR(pg_catalog.+) 1"
      "             ELSE s.last_value"
      "        END,"
      "        pg_catalog.clock_timestamp()"
      "   FROM lease.fencing_token_seq AS s",
-     3,
-     {INT8OID, INT4OID, INT8OID}},
+     4,
+     {INT8OID, INT4OID, OIDOID, INT8OID}},
 };
 
 // Prepared once per backend; the plan cache re-plans them if lease.leases changes.
@@ -249,16 +256,18 @@ void ensure_token_epoch()
     if (!OidIsValid(epochs))
         return;
     // The timeline changes only at promotion, when every backend still here
-    // comes through this check again; the log's OID changes when the extension
-    // is dropped and created again, say to restore a dump.
+    // comes through this check again; the log's OID changes with the
+    // installation, when the extension is dropped and created again (say, to
+    // restore a dump).
     static TimeLineID recorded_timeline = 0;
     static Oid recorded_in = InvalidOid;
     const TimeLineID timeline = GetWALInsertionTimeLine();
     if (timeline == recorded_timeline && epochs == recorded_in)
         return;
 
-    Datum values[3] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier())),
-                       Int32GetDatum(static_cast<int32>(timeline)), Int64GetDatum(token_epoch_gap)};
+    Datum values[4] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier())),
+                       Int32GetDatum(static_cast<int32>(timeline)),
+                       ObjectIdGetDatum(get_extension_oid("lease", false)), Int64GetDatum(token_epoch_gap)};
     const CallerIdentity caller = connect_as_lease_owner();
     bool isnull;
     run(query_epoch_recorded, values, nullptr, true, true);

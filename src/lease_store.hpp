@@ -42,12 +42,12 @@ bool store_release(const text* name, int64 token, TimestampTz now);
 // token. Flushes WAL up to that record, which is usually flushed already.
 void make_tokens_durable();
 
-// Call before anything that draws a token. The first time a server identity
-// (system identifier, WAL timeline) issues tokens -- after a promotion, a
-// point-in-time recovery or a restore into another cluster -- records it in
-// lease.token_epochs and, unless it is the very first, leaps the sequence 2^32
-// past where it is: the old server may have issued tokens whose WAL never
-// arrived here.
+// Call before anything that draws a token. The first time an epoch -- this
+// installation of the extension on this server identity (system identifier,
+// WAL timeline) -- issues tokens, logs it in lease.token_epochs and, if any
+// other epoch is logged there, first leaps the sequence 2^32 past where it is:
+// after a promotion, a point-in-time recovery or a restore, the old epoch may
+// have issued tokens whose WAL never arrived here.
 void ensure_token_epoch();
 
 // Returns whether the lease exists; *token is its new token when it does.

@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(89);
+SELECT plan(91);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -29,7 +29,12 @@ SELECT col_not_null('lease', 'leases', 'token', 'leases.token is NOT NULL');
 SELECT col_is_null('lease', 'leases', 'owner', 'leases.owner is nullable (NULL when free)');
 
 -- lease.token_epochs: the server identities and timelines that issued tokens.
-SELECT columns_are('lease', 'token_epochs', ARRAY['system_identifier', 'timeline_id', 'first_token', 'started_at']);
+SELECT columns_are('lease', 'token_epochs',
+    ARRAY['system_identifier', 'timeline_id', 'extension_oid', 'first_token', 'started_at']);
+SELECT col_type_is('lease', 'token_epochs', 'extension_oid', 'oid',
+    'token_epochs.extension_oid is the installation''s pg_extension oid');
+SELECT col_is_null('lease', 'token_epochs', 'first_token',
+    'token_epochs.first_token is nullable (NULL: the installation, before any token)');
 SELECT col_type_is('lease', 'token_epochs', 'system_identifier', 'bigint',
     'token_epochs.system_identifier is bigint, as in pg_control_system()');
 SELECT col_type_is('lease', 'token_epochs', 'timeline_id', 'integer',
