@@ -70,3 +70,14 @@ cluster_destroy() {
     as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$CLUSTER_DIR"
 }
+
+# wait_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds
+# (returns 0) or SECONDS have passed (returns 1).
+wait_until() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.1
+    done
+}
