@@ -12,8 +12,7 @@ Datum acquire(FunctionCallInfo fcinfo)
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const text* owner = lease::identifier_arg(fcinfo, 1, "owner");
     const Interval* ttl = lease::ttl_arg(fcinfo, 2, false);
-    const TimestampTz now = GetCurrentTimestamp();
-    const TimestampTz expires_at = lease::expiry_after(now, ttl);
+    (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
     lease::ensure_token_epoch();  // before the fence lock: one lock order for everyone
 
     // A grant holds the fence lock exclusively until it commits. Never wait
@@ -24,6 +23,10 @@ Datum acquire(FunctionCallInfo fcinfo)
     if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
         PG_RETURN_NULL();
 
+    // The clock is read only now: a release or revoke that committed while
+    // this call got here ended the previous grant before this one starts.
+    const TimestampTz now = GetCurrentTimestamp();
+    const TimestampTz expires_at = lease::expiry_after(now, ttl);
     lease::forget_passed_fence_checks();
     int64 token;
     if (!lease::store_acquire(name, owner, ttl, now, expires_at, &token)) {
