@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# test/chaos/run.sh [--long] [chaos options...]: the chaos test (SPEC §4.1-4.3
+# under faults). Builds test/chaos/chaos.cpp (C++17, libpq), starts a
+# throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT, default
+# 54364) and runs the harness: workers compete for a few leases with short
+# ttls and write to a fenced ledger while backends are terminated, zombies
+# wake up with stale tokens, leases are revoked and the server is stopped
+# with "pg_ctl stop -m immediate" and restarted. Then it checks: no stale
+# write, no overlapping grants, no acknowledged write or grant lost, tokens
+# unique and increasing across restarts (see the header of chaos.cpp).
+#
+#   default (short): 8 workers, 3 leases, 40 s, 2 immediate restarts (~1 min)
+#   --long:          16 workers, 4 leases, 10 min, 10 immediate restarts
+# Any other arguments go to the harness (e.g. --seed N to replay a run's
+# random choices; timing makes a replay similar, not identical).
+#
+# Prints TAP-style lines, figures, and "chaos: N passed, N failed".
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54364}
+ARGS=(--workers 8 --leases 3 --seconds 40 --restarts 2)
+if [ "${1:-}" = "--long" ]; then
+    shift
+    ARGS=(--workers 16 --leases 4 --seconds 600 --restarts 10)
+fi
+
+WORK=$(mktemp -d /tmp/lease-chaos.XXXXXX)
+chmod 755 "$WORK"
+cleanup() {
+    cluster_destroy
+    rm -rf "$WORK"
+}
+
+echo "# building the chaos harness"
+if ! g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$("$PGBIN/pg_config" --includedir)" \
+    -o "$WORK/chaos" test/chaos/chaos.cpp -lpq -pthread; then
+    echo "chaos: 0 passed, 1 failed"
+    exit 1
+fi
+
+cluster_start || { echo "chaos: 0 passed, 1 failed"; exit 1; }
+trap cleanup EXIT
+
+# The harness stops the server with an immediate shutdown and starts it again
+# through this command (it runs the same pg_ctl lines as scripts/lib.sh).
+RESTART_CMD=". scripts/lib.sh && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server stop -m immediate && cluster_restart_server start"
+
+"$WORK/chaos" --setup "${ARGS[@]}" --restart-cmd "bash -c \"$RESTART_CMD\"" \
+    --server-log "$CLUSTER_DIR/server.log" --log-dir "$WORK" "$@" | tee "$WORK/chaos.out"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+    echo "# server log (tail):"
+    tail -n 30 "$CLUSTER_DIR/server.log" | sed 's/^/#   /'
+fi
+line=$(grep -E '^chaos: [0-9]+ passed, [0-9]+ failed' "$WORK/chaos.out" | tail -1)
+passed=$(echo "$line" | awk '{print $2}')
+failed=$(echo "$line" | awk '{print $4}')
+passed=${passed:-0}
+failed=${failed:-1}
+
+# A race the random run rarely hits, made certain with a debugger: a grant
+# that follows a release must not be recorded as acquired before the release
+# (SPEC §4.1: grant intervals of one name never overlap on the server clock).
+# gdb stops the taker's backend at the extension's fence-lock try
+# (LockAcquire with dontWait, the 4th argument: %rcx on x86-64) -- after
+# lease_acquire has read the clock -- while the holder releases; then lets it go.
+# Skipped where gdb cannot attach (no gdb, no ptrace, not x86-64).
+clock_probe() {
+    local holder taker_pid released fifo=$WORK/taker.sql
+    psql -X -q -c "DROP TRIGGER IF EXISTS chaos_record ON lease.leases" >/dev/null
+    holder=$(psql -X -A -t -c "SELECT lease.lease_acquire('probe:clock', 'holder', '1 hour')")
+    mkfifo "$fifo"
+    PGAPPNAME=chaos-taker psql -X -A -t <"$fifo" >"$WORK/taker.out" 2>&1 &
+    local psql_pid=$!
+    exec 7>"$fifo"
+    echo "SELECT 1;" >&7
+    for _ in $(seq 1 50); do
+        taker_pid=$(psql -X -A -t -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'chaos-taker'")
+        [ -n "$taker_pid" ] && break
+        sleep 0.1
+    done
+    timeout 60 gdb -p "$taker_pid" -batch -ex 'break LockAcquire if $rcx == 1' -ex 'continue' \
+        -ex "shell psql -X -A -t -c \"SELECT lease.lease_release('probe:clock', $holder)\" -c \"SELECT expires_at FROM lease.leases WHERE name = 'probe:clock'\" >'$WORK/released.out' 2>&1" \
+        -ex 'detach' >"$WORK/gdb.log" 2>&1 &
+    local gdb_pid=$!
+    sleep 2
+    echo "SELECT lease.lease_acquire('probe:clock', 'taker', '1 hour');" >&7
+    wait "$gdb_pid"
+    exec 7>&-
+    wait "$psql_pid"
+    if ! grep -q 'Breakpoint 1,' "$WORK/gdb.log" || [ "$(head -1 "$WORK/released.out")" != t ]; then
+        echo "ok $((passed + failed + 1)) - # SKIP acquire after release, with a debugger: gdb could not stop the backend"
+        sed 's/^/#   /' "$WORK/gdb.log" | tail -3
+        passed=$((passed + 1))
+        return
+    fi
+    released=$(sed -n 2p "$WORK/released.out")
+    local row
+    row=$(psql -X -A -t -c "SELECT token, acquired_at, acquired_at >= '$released'::timestamptz FROM lease.leases WHERE name = 'probe:clock'")
+    if [ "${row##*|}" = t ]; then
+        passed=$((passed + 1))
+        echo "ok $((passed + failed)) - a grant that waited out a release is not recorded as acquired before it"
+    else
+        failed=$((failed + 1))
+        echo "not ok $((passed + failed)) - a grant that waited out a release is not recorded as acquired before it"
+        echo "#   holder (token $holder) released at $released; taker's grant (token|acquired_at): ${row%|*}"
+        echo "#   lease_acquire reads clock_timestamp() before it takes the fence lock, so the two grants overlap"
+    fi
+}
+if command -v gdb >/dev/null && [ "$(uname -m)" = x86_64 ]; then
+    clock_probe
+else
+    passed=$((passed + 1))
+    echo "ok $((passed + failed)) - # SKIP acquire after release, with a debugger: no gdb on x86-64"
+fi
+echo "chaos: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

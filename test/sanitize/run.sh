@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# test/sanitize/run.sh: the extension's C++ built with UndefinedBehaviorSanitizer
+# and libstdc++ assertions, inside a real server, running the pg_regress and
+# isolation suites, pgTAP, the fuzzer and a short chaos run with an immediate
+# restart.
+#
+# How, without touching the installed extension (other suites and other
+# people use it concurrently):
+#   1. Copy the sources into a temporary directory and build them there with
+#      -fsanitize=undefined -D_GLIBCXX_ASSERTIONS (UBSan recovers: its reports
+#      go to the server log and the run goes on; the log is checked at the end).
+#   2. Make a private PostgreSQL tree: copies of postgres, initdb and pg_ctl
+#      in <tmp>/usr/lib/postgresql/15/bin, and symlinks to every other file of
+#      the system's lib and share directories. PostgreSQL finds $libdir and
+#      the share directory relative to its own executable, so the private
+#      postgres loads <tmp>/usr/lib/postgresql/15/lib/lease.so, where
+#      "make install DESTDIR=<tmp>" put the instrumented build.
+#   3. Start a throwaway cluster from it (scripts/lib.sh, port
+#      LEASE_TEST_PORT, default 54366), check that backends really map
+#      libubsan and the private lease.so, run the suites, and scan the server
+#      log for sanitizer reports and crashed backends.
+#
+# UBSan sees signed overflow, bad shifts, out-of-bounds array indexing,
+# misaligned or null access, invalid enum/bool values, unreachable code;
+# _GLIBCXX_ASSERTIONS turns out-of-range std::string_view/std::string/
+# std::optional access into an abort (a crashed backend).
+#
+# Why not AddressSanitizer: PostgreSQL is not built with it, so libasan would
+# have to be preloaded into the postmaster, and on Debian 12 (glibc 2.36,
+# gcc 12) "LD_PRELOAD=libasan.so postgres -V" deadlocks at startup in
+# bindtextdomain() (glibc's _nl_state_lock), whatever ASAN_OPTIONS say.
+# Valgrind on the whole regression suite would work but takes many minutes.
+#
+# Prints TAP-style lines and "sanitize: N passed, N failed".
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+REPO=$PWD
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+SYSTEM_PGBIN=$PGBIN
+PG_CONFIG=$SYSTEM_PGBIN/pg_config
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54366}
+WORK=$(mktemp -d /tmp/lease-sanitize.XXXXXX)
+chmod 755 "$WORK"
+cleanup() {
+    cluster_destroy
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+n=0
+# report OK DESCRIPTION [LOG]: OK is 0 for a pass; on failure the log's tail is shown.
+report() {
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok $n - $2"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $2"
+        [ -n "${3:-}" ] && [ -f "$3" ] && tail -n 40 "$3" | sed 's/^/#   /'
+    fi
+    return 0
+}
+finish() {
+    echo "sanitize: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+SANITIZE="-fsanitize=undefined -fno-omit-frame-pointer"
+SERVER_ENV=(UBSAN_OPTIONS="print_stacktrace=1:print_summary=1")
+
+# 1. The instrumented build, in a copy of the tree.
+BUILD=$WORK/build
+ROOT=$WORK/root
+mkdir -p "$BUILD"
+cp -r Makefile lease.control src sql specs expected test "$BUILD"/
+find "$BUILD" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
+ok=1
+make -C "$BUILD" -s PG_CONFIG="$PG_CONFIG" \
+    PG_CXXFLAGS="-std=c++17 -Wall -Wextra -Werror -g -O1 -D_GLIBCXX_ASSERTIONS $SANITIZE" \
+    SHLIB_LINK="-lstdc++ $SANITIZE" >"$WORK/build.log" 2>&1 &&
+    make -C "$BUILD" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$ROOT" >>"$WORK/build.log" 2>&1 &&
+    [ -f "$ROOT/usr/lib/postgresql/$PG_MAJOR/lib/lease.so" ] && ldd "$ROOT/usr/lib/postgresql/$PG_MAJOR/lib/lease.so" | grep -q libubsan && ok=0
+report $ok "the extension builds with $SANITIZE into a private directory" "$WORK/build.log"
+[ $ok -eq 0 ] || finish
+
+# 2. A private PostgreSQL tree around it.
+PRIVATE_BIN=$ROOT/usr/lib/postgresql/$PG_MAJOR/bin
+PRIVATE_LIB=$ROOT/usr/lib/postgresql/$PG_MAJOR/lib
+PRIVATE_SHARE=$ROOT/usr/share/postgresql/$PG_MAJOR
+mkdir -p "$PRIVATE_BIN" "$PRIVATE_LIB" "$PRIVATE_SHARE/extension"
+cp "$SYSTEM_PGBIN/postgres" "$SYSTEM_PGBIN/initdb" "$SYSTEM_PGBIN/pg_ctl" "$PRIVATE_BIN"/
+for f in "$SYSTEM_PGBIN/../lib"/*; do
+    [ -e "$PRIVATE_LIB/$(basename "$f")" ] || ln -s "$(readlink -f "$f")" "$PRIVATE_LIB/"
+done
+for f in /usr/share/postgresql/$PG_MAJOR/*; do
+    [ "$(basename "$f")" = extension ] || [ -e "$PRIVATE_SHARE/$(basename "$f")" ] || ln -s "$f" "$PRIVATE_SHARE/"
+done
+for f in /usr/share/postgresql/$PG_MAJOR/extension/*; do
+    case $(basename "$f") in
+    lease.control | lease--*) ;;  # ours come from the instrumented install
+    *) [ -e "$PRIVATE_SHARE/extension/$(basename "$f")" ] || ln -s "$f" "$PRIVATE_SHARE/extension/" ;;
+    esac
+done
+chmod -R a+rX "$WORK"
+
+# 3. The cluster: initdb as usual, then the server with the sanitizer runtimes.
+PGBIN=$PRIVATE_BIN
+ok=1
+if cluster_start >"$WORK/start.log" 2>&1; then
+    trap cleanup EXIT  # cluster_start set its own
+    cluster_restart_server stop >>"$WORK/start.log" 2>&1
+    env "${SERVER_ENV[@]}" bash -c ". scripts/lib.sh && PGBIN='$PRIVATE_BIN' && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server start" \
+        >>"$WORK/start.log" 2>&1 && ok=0
+fi
+report $ok "a server starts from the private tree" "$WORK/start.log"
+[ $ok -eq 0 ] || finish
+
+psql -X -q -c 'CREATE EXTENSION lease' >/dev/null 2>&1
+ok=1
+# A backend that called a lease function must have both mapped.
+probe_maps() {
+    psql -X -A -t >/dev/null 2>&1 <<'SQL' &
+DO $$ BEGIN PERFORM lease.fenced_write('x', 1); EXCEPTION WHEN OTHERS THEN NULL; END $$;
+SELECT pg_sleep(2);
+SQL
+    local pid=
+    for _ in $(seq 1 40); do
+        pid=$(psql -X -A -t -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%pg_sleep(2)%' AND pid <> pg_backend_pid() LIMIT 1")
+        [ -n "$pid" ] && break
+        sleep 0.1
+    done
+    [ -n "$pid" ] && cat "/proc/$pid/maps"
+    wait
+}
+mapped=$(probe_maps 2>/dev/null)
+echo "$mapped" | grep -q libubsan && echo "$mapped" | grep -q "$PRIVATE_LIB/lease.so" && ok=0
+report $ok "backends map libubsan and the instrumented $PRIVATE_LIB/lease.so"
+[ $ok -eq 0 ] || finish
+psql -X -q -c 'DROP EXTENSION lease' >/dev/null 2>&1
+
+# 4. The suites, against the instrumented server.
+make -C "$BUILD" -s installcheck PG_CONFIG="$PG_CONFIG" >"$WORK/regress.log" 2>&1
+rc=$?
+tests=$(grep -cE '^(test| ) *[a-z_-]+ +\.\.\. ok|^ok [0-9]+ ' "$WORK/regress.log")
+[ $rc -ne 0 ] && { cat "$BUILD/regression.diffs" "$BUILD/output_iso/regression.diffs" >>"$WORK/regress.log" 2>/dev/null; }
+report $rc "pg_regress and isolation specs pass under the sanitizers ($tests tests)" "$WORK/regress.log"
+
+createdb lease_tap >/dev/null 2>&1 && psql -X -q -d lease_tap -c 'CREATE EXTENSION pgtap' >/dev/null 2>&1
+pg_prove --dbname lease_tap "$BUILD"/test/pgtap/*.sql >"$WORK/pgtap.log" 2>&1
+rc=$?
+report $rc "pgTAP passes under the sanitizers ($(grep -E '^Files=' "$WORK/pgtap.log" | sed 's/,.*//'))" "$WORK/pgtap.log"
+
+INCLUDE=$("$PG_CONFIG" --includedir)
+ok=1
+g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$INCLUDE" -o "$WORK/fuzz" test/fuzz/fuzz.cpp -lpq -pthread &&
+    g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$INCLUDE" -o "$WORK/chaos" test/chaos/chaos.cpp -lpq -pthread &&
+    ok=0
+report $ok "the fuzzer and the chaos harness build"
+createdb lease_fuzz >/dev/null 2>&1
+PGDATABASE=lease_fuzz "$WORK/fuzz" --setup --iterations 3000 --concurrent-seconds 5 \
+    --server-log "$CLUSTER_DIR/server.log" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} >"$WORK/fuzz.log" 2>&1
+rc=$?
+report $rc "the fuzzer passes under the sanitizers ($(grep -E '^fuzz:|seed' "$WORK/fuzz.log" | head -1 | sed 's/^# //'))" "$WORK/fuzz.log"
+
+createdb lease_chaos >/dev/null 2>&1
+RESTART_CMD="env ${SERVER_ENV[*]@Q} bash -c \". scripts/lib.sh && PGBIN='$PRIVATE_BIN' && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server stop -m immediate && cluster_restart_server start\""
+PGDATABASE=lease_chaos "$WORK/chaos" --setup --workers 6 --leases 3 --seconds 15 --restarts 1 \
+    --restart-cmd "$RESTART_CMD" >"$WORK/chaos.log" 2>&1
+rc=$?
+report $rc "a 15 s chaos run (kills, zombies, revokes, 1 immediate restart) passes under the sanitizers" "$WORK/chaos.log"
+
+# 5. The server log: no sanitizer report, no crash.
+LOG=$CLUSTER_DIR/server.log
+grep -n -E 'runtime error:|UndefinedBehaviorSanitizer|Sanitizer|terminated by signal|PANIC|TRAP:|Assertion .* failed' "$LOG" >"$WORK/findings.log"
+ok=1
+[ -s "$WORK/findings.log" ] || ok=0
+report $ok "the server log has no UBSan report, no failed assertion and no crashed backend ($(wc -l <"$LOG") lines)" "$WORK/findings.log"
+if [ $ok -ne 0 ]; then
+    grep -n -A 30 -E 'runtime error:|Assertion' "$LOG" | head -80 | sed 's/^/#   /'
+fi
+
+finish
