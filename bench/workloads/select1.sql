@@ -1,0 +1,2 @@
+-- Ceiling: the cheapest round trip (no table, no commit work).
+SELECT 1;
