@@ -18,7 +18,6 @@ enum Query {
     query_heartbeat,
     query_release,
     query_revoke,
-    query_read,
     query_epoch_recorded,
     query_epoch_begin,
     query_count
@@ -99,12 +98,6 @@ constexpr QuerySpec query_specs[query_count] = {
      2,
      {TEXTOID, TIMESTAMPTZOID}},
 
-    // read($1 name)
-    {"SELECT token, owner IS NOT NULL, expires_at FROM lease.leases"
-     " WHERE name OPERATOR(pg_catalog.=) $1",
-     1,
-     {TEXTOID}},
-
     // epoch_recorded($1 system identifier, $2 timeline, $3 extension): has this
     // epoch issued tokens?
     {"SELECT EXISTS (SELECT FROM lease.token_epochs"
@@ -135,6 +128,12 @@ constexpr QuerySpec query_specs[query_count] = {
      4,
      {INT8OID, INT4OID, OIDOID, INT8OID}},
 };
+
+// Columns of lease.leases, as the extension script creates them.
+constexpr AttrNumber leases_column_name = 1;
+constexpr AttrNumber leases_column_owner = 2;
+constexpr AttrNumber leases_column_token = 3;
+constexpr AttrNumber leases_column_expires_at = 7;
 
 // Prepared once per backend; the plan cache re-plans them if lease.leases changes.
 SPIPlanPtr prepared_plans[query_count];
@@ -290,21 +289,42 @@ void ensure_token_epoch()
 
 LeaseState read_latest(const text* name)
 {
-    Datum values[1] = {PointerGetDatum(name)};
-    LeaseState state = {false, 0, false, 0};
+    // The fence runs once per fenced statement, so it reads the lease row
+    // through the primary key directly: starting an executor for a one-row
+    // lookup would cost several times the lookup. It runs as the caller, who
+    // needs SELECT on lease.leases as for any read.
+    const Oid leases_id = get_relname_relid("leases", get_namespace_oid("lease", false));
+    const AclResult allowed = pg_class_aclcheck(leases_id, GetUserId(), ACL_SELECT);
+    if (allowed != ACLCHECK_OK)
+        aclcheck_error(allowed, OBJECT_TABLE, "leases");
 
-    connect();
-    run(query_read, values, nullptr, true, true);
-    if (SPI_processed == 1) {
-        HeapTuple row = SPI_tuptable->vals[0];
-        TupleDesc desc = SPI_tuptable->tupdesc;
+    const Relation leases = table_open(leases_id, AccessShareLock);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.leases has no primary key");
+    // The key compares with the column's collation, the index's: any other
+    // would descend the index in the wrong order.
+    ScanKeyData key;
+    ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(RelationGetDescr(leases), leases_column_name - 1)->attcollation, F_TEXTEQ,
+                           PointerGetDatum(name));
+    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+
+    LeaseState state = {false, 0, false, 0};
+    const HeapTuple row = systable_getnext(scan);
+    if (HeapTupleIsValid(row)) {
+        const TupleDesc desc = RelationGetDescr(leases);
         bool isnull;
         state.found = true;
-        state.token = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-        state.has_owner = DatumGetBool(SPI_getbinval(row, desc, 2, &isnull));
-        state.expires_at = DatumGetTimestampTz(SPI_getbinval(row, desc, 3, &isnull));
+        state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
+        (void) heap_getattr(row, leases_column_owner, desc, &isnull);
+        state.has_owner = !isnull;
+        state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
     }
-    finish();
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    table_close(leases, AccessShareLock);
     return state;
 }
 

@@ -5,7 +5,9 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
@@ -21,7 +23,9 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"

@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(91);
+SELECT plan(92);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -15,6 +15,10 @@ SELECT functions_are('lease',
 -- lease.leases
 SELECT columns_are('lease', 'leases',
     ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at']);
+SELECT is(array_agg(attname::text ORDER BY attnum),
+    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at'],
+    'the columns of leases are in the order the fence reads them by number')
+  FROM pg_attribute WHERE attrelid = 'lease.leases'::regclass AND attnum > 0 AND NOT attisdropped;
 SELECT col_type_is('lease', 'leases', 'name', 'text', 'leases.name is text');
 SELECT col_type_is('lease', 'leases', 'owner', 'text', 'leases.owner is text');
 SELECT col_type_is('lease', 'leases', 'token', 'bigint', 'leases.token is bigint');
