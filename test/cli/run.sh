@@ -36,22 +36,8 @@ cleanup() {
     rm -rf "$WORK"
 }
 
-passed=0
-failed=0
-n=0
-# report OK DESCRIPTION [DIAGNOSTIC]: OK is 0 for a pass.
-report() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok $n - $2"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $2"
-        [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/#   /'
-    fi
-    return 0
-}
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
 
 # check DESCRIPTION COMMAND...: reports whether COMMAND succeeds.
 check() {
@@ -463,5 +449,4 @@ report $? "the database is down past the TTL: the command gets SIGTERM $((expire
     "exit $rc, SIGTERM at $term_ms, lease expires at $expires_ms; stderr: $(cat "$WORK/outage.err")"
 
 echo "# $((SECONDS - start_seconds)) s"
-echo "cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report_summary cli

@@ -43,22 +43,8 @@ cleanup() {
     rm -rf "$WORK"
 }
 
-passed=0
-failed=0
-n=0
-# report OK DESCRIPTION [DIAGNOSTIC]: OK is 0 for a pass.
-report() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok $n - $2"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $2"
-        [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/#   /'
-    fi
-    return 0
-}
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
 
 sql() {
     psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
@@ -259,5 +245,4 @@ report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is n
     "log_cnt before the grant: $log_cnt"
 
 echo "# $((SECONDS - start_seconds)) s"
-echo "crash: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report_summary crash

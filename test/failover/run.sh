@@ -80,22 +80,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-n=0
-# report OK DESCRIPTION [DIAGNOSTIC]: OK is 0 for a pass.
-report() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok $n - $2"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $2"
-        [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/#   /'
-    fi
-    return 0
-}
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
 # check DESCRIPTION DIAGNOSTIC COMMAND...: reports whether COMMAND succeeds.
 check() {
     local description=$1 diagnostic=$2
@@ -615,5 +601,4 @@ else
 fi
 
 echo "# $((SECONDS - start_seconds)) s"
-echo "failover: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report_summary failover

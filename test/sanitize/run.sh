@@ -50,25 +50,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0
-failed=0
-n=0
-# report OK DESCRIPTION [LOG]: OK is 0 for a pass; on failure the log's tail is shown.
-report() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok $n - $2"
-    else
-        failed=$((failed + 1))
-        echo "not ok $n - $2"
-        [ -n "${3:-}" ] && [ -f "$3" ] && tail -n 40 "$3" | sed 's/^/#   /'
-    fi
-    return 0
-}
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
 finish() {
-    echo "sanitize: $passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
+    report_summary sanitize
     exit
 }
 
@@ -87,7 +72,7 @@ make -C "$BUILD" -s PG_CONFIG="$PG_CONFIG" \
     SHLIB_LINK="-lstdc++ $SANITIZE" >"$WORK/build.log" 2>&1 &&
     make -C "$BUILD" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$ROOT" >>"$WORK/build.log" 2>&1 &&
     [ -f "$ROOT/usr/lib/postgresql/$PG_MAJOR/lib/lease.so" ] && ldd "$ROOT/usr/lib/postgresql/$PG_MAJOR/lib/lease.so" | grep -q libubsan && ok=0
-report $ok "the extension builds with $SANITIZE into a private directory" "$WORK/build.log"
+report $ok "the extension builds with $SANITIZE into a private directory" "$(tail -n 40 "$WORK/build.log" 2>/dev/null)"
 [ $ok -eq 0 ] || finish
 
 # 2. A private PostgreSQL tree around it.
@@ -119,7 +104,7 @@ if cluster_start >"$WORK/start.log" 2>&1; then
     env "${SERVER_ENV[@]}" bash -c ". scripts/lib.sh && PGBIN='$PRIVATE_BIN' && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server start" \
         >>"$WORK/start.log" 2>&1 && ok=0
 fi
-report $ok "a server starts from the private tree" "$WORK/start.log"
+report $ok "a server starts from the private tree" "$(tail -n 40 "$WORK/start.log" 2>/dev/null)"
 [ $ok -eq 0 ] || finish
 
 psql -X -q -c 'CREATE EXTENSION lease' >/dev/null 2>&1
@@ -150,12 +135,12 @@ make -C "$BUILD" -s installcheck PG_CONFIG="$PG_CONFIG" >"$WORK/regress.log" 2>&
 rc=$?
 tests=$(grep -cE '^(test| ) *[a-z_-]+ +\.\.\. ok|^ok [0-9]+ ' "$WORK/regress.log")
 [ $rc -ne 0 ] && { cat "$BUILD/regression.diffs" "$BUILD/output_iso/regression.diffs" >>"$WORK/regress.log" 2>/dev/null; }
-report $rc "pg_regress and isolation specs pass under the sanitizers ($tests tests)" "$WORK/regress.log"
+report $rc "pg_regress and isolation specs pass under the sanitizers ($tests tests)" "$(tail -n 40 "$WORK/regress.log" 2>/dev/null)"
 
 createdb lease_tap >/dev/null 2>&1 && psql -X -q -d lease_tap -c 'CREATE EXTENSION pgtap' >/dev/null 2>&1
 pg_prove --dbname lease_tap "$BUILD"/test/pgtap/*.sql >"$WORK/pgtap.log" 2>&1
 rc=$?
-report $rc "pgTAP passes under the sanitizers ($(grep -E '^Files=' "$WORK/pgtap.log" | sed 's/,.*//'))" "$WORK/pgtap.log"
+report $rc "pgTAP passes under the sanitizers ($(grep -E '^Files=' "$WORK/pgtap.log" | sed 's/,.*//'))" "$(tail -n 40 "$WORK/pgtap.log" 2>/dev/null)"
 
 INCLUDE=$("$PG_CONFIG" --includedir)
 ok=1
@@ -167,21 +152,21 @@ createdb lease_fuzz >/dev/null 2>&1
 PGDATABASE=lease_fuzz "$WORK/fuzz" --setup --iterations 3000 --concurrent-seconds 5 \
     --server-log "$CLUSTER_DIR/server.log" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} >"$WORK/fuzz.log" 2>&1
 rc=$?
-report $rc "the fuzzer passes under the sanitizers ($(grep -E '^fuzz:|seed' "$WORK/fuzz.log" | head -1 | sed 's/^# //'))" "$WORK/fuzz.log"
+report $rc "the fuzzer passes under the sanitizers ($(grep -E '^fuzz:|seed' "$WORK/fuzz.log" | head -1 | sed 's/^# //'))" "$(tail -n 40 "$WORK/fuzz.log" 2>/dev/null)"
 
 createdb lease_chaos >/dev/null 2>&1
 RESTART_CMD="env ${SERVER_ENV[*]@Q} bash -c \". scripts/lib.sh && PGBIN='$PRIVATE_BIN' && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server stop -m immediate && cluster_restart_server start\""
 PGDATABASE=lease_chaos "$WORK/chaos" --setup --workers 6 --leases 3 --seconds 15 --restarts 1 \
     --restart-cmd "$RESTART_CMD" >"$WORK/chaos.log" 2>&1
 rc=$?
-report $rc "a 15 s chaos run (kills, zombies, revokes, 1 immediate restart) passes under the sanitizers" "$WORK/chaos.log"
+report $rc "a 15 s chaos run (kills, zombies, revokes, 1 immediate restart) passes under the sanitizers" "$(tail -n 40 "$WORK/chaos.log" 2>/dev/null)"
 
 # 5. The server log: no sanitizer report, no crash.
 LOG=$CLUSTER_DIR/server.log
-grep -n -E 'runtime error:|UndefinedBehaviorSanitizer|Sanitizer|terminated by signal|PANIC|TRAP:|Assertion .* failed' "$LOG" >"$WORK/findings.log"
+grep -n -E 'runtime error:|UndefinedBehaviorSanitizer|Sanitizer|terminated by signal|PANIC|TRAP:|Assertion .* failed' "$LOG" >"$(tail -n 40 "$WORK/findings.log" 2>/dev/null)"
 ok=1
 [ -s "$WORK/findings.log" ] || ok=0
-report $ok "the server log has no UBSan report, no failed assertion and no crashed backend ($(wc -l <"$LOG") lines)" "$WORK/findings.log"
+report $ok "the server log has no UBSan report, no failed assertion and no crashed backend ($(wc -l <"$LOG") lines)" "$(tail -n 40 "$WORK/findings.log" 2>/dev/null)"
 if [ $ok -ne 0 ]; then
     grep -n -A 30 -E 'runtime error:|Assertion' "$LOG" | head -80 | sed 's/^/#   /'
 fi
