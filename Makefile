@@ -63,6 +63,16 @@ CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_co
 $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
+# The chaos harness and the fuzzer: libpq clients that test/chaos/run.sh and
+# test/fuzz/run.sh (and test/sanitize/run.sh) build and run.
+TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz
+TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra -Werror -isystem $(shell $(PG_CONFIG) --includedir)
+EXTRA_CLEAN += $(TEST_PROGRAMS)
+$(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp
+	$(CXX) $(TEST_PROGRAM_CXXFLAGS) -o $@ $< -lpq -pthread
+test-programs: $(TEST_PROGRAMS)
+.PHONY: test-programs
+
 # Unit tests of the pure C++ core (GoogleTest); no server needed.
 UNIT_TEST = test/unit/core_test
 $(UNIT_TEST): test/unit/core_test.cpp src/validation.cpp src/name_template.cpp src/core.hpp

@@ -36,8 +36,7 @@ cleanup() {
 }
 
 echo "# building the chaos harness"
-if ! g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$("$PGBIN/pg_config" --includedir)" \
-    -o "$WORK/chaos" test/chaos/chaos.cpp -lpq -pthread; then
+if ! make -s test/chaos/chaos PG_CONFIG="$PGBIN/pg_config"; then
     echo "chaos: 0 passed, 1 failed"
     exit 1
 fi
@@ -49,7 +48,7 @@ trap cleanup EXIT
 # through this command (it runs the same pg_ctl lines as scripts/lib.sh).
 RESTART_CMD=". scripts/lib.sh && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server stop -m immediate && cluster_restart_server start"
 
-"$WORK/chaos" --setup "${ARGS[@]}" --restart-cmd "bash -c \"$RESTART_CMD\"" \
+test/chaos/chaos --setup "${ARGS[@]}" --restart-cmd "bash -c \"$RESTART_CMD\"" \
     --server-log "$CLUSTER_DIR/server.log" --log-dir "$WORK" "$@" | tee "$WORK/chaos.out"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then

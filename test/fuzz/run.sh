@@ -27,8 +27,7 @@ cleanup() {
 }
 
 echo "# building the fuzzer"
-if ! g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$("$PGBIN/pg_config" --includedir)" \
-    -o "$WORK/fuzz" test/fuzz/fuzz.cpp -lpq -pthread; then
+if ! make -s test/fuzz/fuzz PG_CONFIG="$PGBIN/pg_config"; then
     echo "fuzz: 0 passed, 1 failed"
     exit 1
 fi
@@ -36,7 +35,7 @@ fi
 cluster_start || { echo "fuzz: 0 passed, 1 failed"; exit 1; }
 trap cleanup EXIT
 
-"$WORK/fuzz" --setup --server-log "$CLUSTER_DIR/server.log" "${SEED_ARGS[@]}" "$@"
+test/fuzz/fuzz --setup --server-log "$CLUSTER_DIR/server.log" "${SEED_ARGS[@]}" "$@"
 rc=$?
 if [ $rc -ne 0 ]; then
     echo "# server log (tail):"

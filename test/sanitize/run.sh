@@ -142,21 +142,17 @@ pg_prove --dbname lease_tap "$BUILD"/test/pgtap/*.sql >"$WORK/pgtap.log" 2>&1
 rc=$?
 report $rc "pgTAP passes under the sanitizers ($(grep -E '^Files=' "$WORK/pgtap.log" | sed 's/,.*//'))" "$(tail -n 40 "$WORK/pgtap.log" 2>/dev/null)"
 
-INCLUDE=$("$PG_CONFIG" --includedir)
-ok=1
-g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$INCLUDE" -o "$WORK/fuzz" test/fuzz/fuzz.cpp -lpq -pthread &&
-    g++ -std=c++17 -Wall -Wextra -Werror -O2 -I"$INCLUDE" -o "$WORK/chaos" test/chaos/chaos.cpp -lpq -pthread &&
-    ok=0
-report $ok "the fuzzer and the chaos harness build"
+make -s test-programs PG_CONFIG="$PG_CONFIG" >"$WORK/programs.log" 2>&1
+report $? "the fuzzer and the chaos harness build" "$(tail -n 40 "$WORK/programs.log")"
 createdb lease_fuzz >/dev/null 2>&1
-PGDATABASE=lease_fuzz "$WORK/fuzz" --setup --iterations 3000 --concurrent-seconds 5 \
+PGDATABASE=lease_fuzz test/fuzz/fuzz --setup --iterations 3000 --concurrent-seconds 5 \
     --server-log "$CLUSTER_DIR/server.log" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} >"$WORK/fuzz.log" 2>&1
 rc=$?
 report $rc "the fuzzer passes under the sanitizers ($(grep -E '^fuzz:|seed' "$WORK/fuzz.log" | head -1 | sed 's/^# //'))" "$(tail -n 40 "$WORK/fuzz.log" 2>/dev/null)"
 
 createdb lease_chaos >/dev/null 2>&1
 RESTART_CMD="env ${SERVER_ENV[*]@Q} bash -c \". scripts/lib.sh && PGBIN='$PRIVATE_BIN' && CLUSTER_DIR='$CLUSTER_DIR' && PGPORT=$PGPORT && cluster_restart_server stop -m immediate && cluster_restart_server start\""
-PGDATABASE=lease_chaos "$WORK/chaos" --setup --workers 6 --leases 3 --seconds 15 --restarts 1 \
+PGDATABASE=lease_chaos test/chaos/chaos --setup --workers 6 --leases 3 --seconds 15 --restarts 1 \
     --restart-cmd "$RESTART_CMD" >"$WORK/chaos.log" 2>&1
 rc=$?
 report $rc "a 15 s chaos run (kills, zombies, revokes, 1 immediate restart) passes under the sanitizers" "$(tail -n 40 "$WORK/chaos.log" 2>/dev/null)"
