@@ -1,22 +1,24 @@
 -- Upgrading 1.0 to 1.1 must give exactly the objects and privileges of a fresh 1.1.
 CREATE TEMP TABLE objects (source text, description text, acl text);
+-- Every member object of the installed extension, with its privileges and options.
+CREATE TEMP VIEW extension_objects AS
+SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS description,
+       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
+                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
+                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
+                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
+                (SELECT nspacl::text FROM pg_namespace
+                  WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass)) AS acl
+FROM pg_depend AS d
+WHERE d.refclassid = 'pg_extension'::regclass
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
 
 CREATE EXTENSION lease VERSION '1.0';
 SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_before_upgrade;
 ALTER EXTENSION lease UPDATE TO '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
 
-INSERT INTO objects
-SELECT 'updated', pg_describe_object(d.classid, d.objid, d.objsubid),
-       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
-                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
-                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
-                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
-                (SELECT nspacl::text FROM pg_namespace
-                  WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass))
-FROM pg_depend AS d
-WHERE d.refclassid = 'pg_extension'::regclass
-  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
+INSERT INTO objects SELECT 'updated', description, acl FROM extension_objects;
 
 -- Lease state survives the upgrade, and the first grant after it begins the
 -- first epoch without a leap.
@@ -27,17 +29,7 @@ SELECT first_token FROM lease.token_epochs;
 
 DROP EXTENSION lease;
 CREATE EXTENSION lease;
-INSERT INTO objects
-SELECT 'fresh', pg_describe_object(d.classid, d.objid, d.objsubid),
-       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
-                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
-                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
-                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
-                (SELECT nspacl::text FROM pg_namespace
-                  WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass))
-FROM pg_depend AS d
-WHERE d.refclassid = 'pg_extension'::regclass
-  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
+INSERT INTO objects SELECT 'fresh', description, acl FROM extension_objects;
 
 -- Both lists are non-empty and identical.
 SELECT source, count(*) AS objects FROM objects GROUP BY source ORDER BY source;
