@@ -196,22 +196,53 @@ struct CallerIdentity {
     int security_context;
 };
 
-Oid lease_table_owner()
+// The extension's relations, looked up by name once per backend rather than
+// on every call, and forgotten when any of them is invalidated (dropped,
+// altered, re-owned) or the relation cache is reset. token_epochs is missing
+// until ALTER EXTENSION lease UPDATE TO '1.1', so it is looked for until found.
+struct LeaseRelations {
+    Oid leases;
+    Oid leases_owner;
+    Oid token_sequence;
+    Oid token_epochs;
+};
+
+LeaseRelations known_relations;
+
+void forget_relations(Datum, Oid relid)
 {
-    const Oid leases = get_relname_relid("leases", get_namespace_oid("lease", false));
-    const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(leases));
-    if (!HeapTupleIsValid(row))
-        elog(ERROR, "lease: table lease.leases is missing");
-    const Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
+    if (relid == InvalidOid || relid == known_relations.leases || relid == known_relations.token_sequence ||
+        relid == known_relations.token_epochs)
+        known_relations = LeaseRelations{InvalidOid, InvalidOid, InvalidOid, InvalidOid};
+}
+
+const LeaseRelations& lease_relations()
+{
+    static bool callback_registered = false;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(forget_relations, static_cast<Datum>(0));
+        callback_registered = true;
+    }
+    if (OidIsValid(known_relations.leases) && OidIsValid(known_relations.token_epochs))
+        return known_relations;
+
+    const Oid schema = get_namespace_oid("lease", false);
+    LeaseRelations found = {get_relname_relid("leases", schema), InvalidOid,
+                            get_relname_relid("fencing_token_seq", schema), get_relname_relid("token_epochs", schema)};
+    const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(found.leases));
+    if (!HeapTupleIsValid(row) || !OidIsValid(found.token_sequence))
+        elog(ERROR, "lease: the tables of extension lease are missing");
+    found.leases_owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
     ReleaseSysCache(row);
-    return owner;
+    known_relations = found;
+    return known_relations;
 }
 
 CallerIdentity connect_as_lease_owner()
 {
     CallerIdentity caller;
     GetUserIdAndSecContext(&caller.user, &caller.security_context);
-    SetUserIdAndSecContext(lease_table_owner(),
+    SetUserIdAndSecContext(lease_relations().leases_owner,
                            caller.security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
     connect();
     return caller;
@@ -235,8 +266,7 @@ void set_fence_locktag(LOCKTAG* tag, const text* name)
 
 void make_tokens_durable()
 {
-    const Oid sequence_id = get_relname_relid("fencing_token_seq", get_namespace_oid("lease", false));
-    const Relation sequence = relation_open(sequence_id, AccessShareLock);
+    const Relation sequence = relation_open(lease_relations().token_sequence, AccessShareLock);
     const Buffer buffer = ReadBuffer(sequence, 0);
     LockBuffer(buffer, BUFFER_LOCK_SHARE);
     const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
@@ -251,7 +281,7 @@ void ensure_token_epoch()
     if (RecoveryInProgress())
         return;
     // Until ALTER EXTENSION lease UPDATE TO '1.1', there is nowhere to record epochs.
-    const Oid epochs = get_relname_relid("token_epochs", get_namespace_oid("lease", false));
+    const Oid epochs = lease_relations().token_epochs;
     if (!OidIsValid(epochs))
         return;
     // The timeline changes only at promotion, when every backend still here
@@ -293,7 +323,7 @@ LeaseState read_latest(const text* name)
     // through the primary key directly: starting an executor for a one-row
     // lookup would cost several times the lookup. It runs as the caller, who
     // needs SELECT on lease.leases as for any read.
-    const Oid leases_id = get_relname_relid("leases", get_namespace_oid("lease", false));
+    const Oid leases_id = lease_relations().leases;
     const AclResult allowed = pg_class_aclcheck(leases_id, GetUserId(), ACL_SELECT);
     if (allowed != ACLCHECK_OK)
         aclcheck_error(allowed, OBJECT_TABLE, "leases");

@@ -28,6 +28,7 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
