@@ -80,7 +80,10 @@ BEGIN;
 SET LOCAL lease.fence_token = 7;
 DELETE FROM orders WHERE id = 3;
 COMMIT;
-SELECT pg_temp.outcome($$SET lease.fence_token = 'not a token'$$) AS bad_setting;
+-- A setting that is not a token is an error where it is used.
+SET lease.fence_token = 'not a token';
+SELECT pg_temp.outcome($$DELETE FROM orders WHERE id = 2$$) AS bad_setting;
+RESET lease.fence_token;
 
 SELECT id, region, amount, fence_token FROM orders ORDER BY id;
 
@@ -140,7 +143,7 @@ SELECT pg_temp.fence_with($$'billing'$$, 'BEFORE INSERT', 'STATEMENT') AS statem
 SELECT pg_temp.outcome($$SELECT lease.fence_trigger()$$) AS called_directly;
 -- A template that expands past 255 bytes.
 DROP TRIGGER misfenced_fence ON misfenced;
-CREATE TRIGGER misfenced_fence BEFORE INSERT ON misfenced
+CREATE TRIGGER misfenced_fence BEFORE INSERT OR UPDATE OR DELETE ON misfenced
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{label}');
 SELECT pg_temp.outcome(format('INSERT INTO misfenced VALUES (1, 6, %L)', repeat('x', 300))) AS name_too_long;
 

@@ -1,4 +1,4 @@
--- Upgrading 1.0 to 1.1 must give exactly the objects and privileges of a fresh 1.1.
+-- Upgrading 1.0 to 1.1 to 1.2 must give exactly the objects and privileges of a fresh 1.2.
 CREATE TEMP TABLE objects (source text, description text, acl text);
 -- Every member object of the installed extension, with its privileges and options.
 CREATE TEMP VIEW extension_objects AS
@@ -17,15 +17,32 @@ CREATE EXTENSION lease VERSION '1.0';
 SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_before_upgrade;
 ALTER EXTENSION lease UPDATE TO '1.1';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
+ALTER EXTENSION lease UPDATE TO '1.2';
+SELECT extversion FROM pg_extension WHERE extname = 'lease';
 
 INSERT INTO objects SELECT 'updated', description, acl FROM extension_objects;
 
 -- Lease state survives the upgrade, and the first grant after it begins the
 -- first epoch without a leap.
-SELECT name, owner, token FROM lease.leases;
+SELECT name, owner, token, ttl FROM lease.leases;
 SELECT lease.lease_acquire('upgrade-me', 'w2', '1 minute') AS token_after_upgrade;
 SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_after_upgrade;
 SELECT first_token FROM lease.token_epochs;
+
+-- 1.2 stores a ttl as a duration: 1.1's intervals with days or months are
+-- converted (a day is 24 hours, a month 30 days) whatever the time zone.
+DROP EXTENSION lease;
+CREATE EXTENSION lease VERSION '1.1';
+SET timezone = 'America/New_York';
+-- (A 1.2 library already stores what 1.1 grants as a duration: write 1.1's rows directly.)
+SELECT lease.lease_acquire(name, 'w') IS NOT NULL AS granted FROM (VALUES ('a'), ('b'), ('c'), ('d')) AS t(name);
+UPDATE lease.leases AS l SET ttl = t.ttl::interval
+  FROM (VALUES ('a', '20 seconds'), ('b', '1 day -23:30'), ('c', '1 mon 2 days 03:04:05.678901'),
+               ('d', '1 year')) AS t(name, ttl)
+ WHERE l.name = t.name;
+ALTER EXTENSION lease UPDATE TO '1.2';
+SELECT name, ttl FROM lease.leases ORDER BY name;
+RESET timezone;
 
 DROP EXTENSION lease;
 CREATE EXTENSION lease;
@@ -38,6 +55,8 @@ SELECT source, count(*) AS objects FROM objects GROUP BY source ORDER BY source;
 UNION ALL
 (SELECT description, acl FROM objects WHERE source = 'fresh'
  EXCEPT SELECT description, acl FROM objects WHERE source = 'updated');
-SELECT description FROM objects WHERE source = 'fresh' AND description LIKE '%token_epochs%' ORDER BY 1;
+SELECT description FROM objects WHERE source = 'fresh'
+   AND (description LIKE '%token_epoch%' OR description LIKE '%prune%' OR description LIKE '%set_fence_token%')
+ ORDER BY 1;
 
 DROP EXTENSION lease;

@@ -11,9 +11,9 @@ void report_null(const char* what)
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be NULL", what)));
 }
 
-void expiry_error_context(void*)
+const char* interval_text(const Interval* value)
 {
-    errcontext("computing the lease expiry, clock_timestamp() + ttl");
+    return DatumGetCString(DirectFunctionCall1(interval_out, PointerGetDatum(value)));
 }
 
 }  // namespace
@@ -49,33 +49,44 @@ int64 token_arg(FunctionCallInfo fcinfo, int argno)
     return PG_GETARG_INT64(argno);
 }
 
-Interval* ttl_arg(FunctionCallInfo fcinfo, int argno, bool null_allowed)
+Interval* interval_arg(FunctionCallInfo fcinfo, int argno, const char* what, bool null_allowed)
 {
     if (PG_ARGISNULL(argno)) {
         if (!null_allowed)
-            report_null("ttl");
+            report_null(what);
         return nullptr;
     }
     return PG_GETARG_INTERVAL_P(argno);
 }
 
-TimestampTz expiry_after(TimestampTz now, const Interval* ttl)
+int64 ttl_microseconds(const Interval* ttl)
 {
-    ErrorContextCallback context;
-    context.callback = expiry_error_context;
-    context.arg = nullptr;
-    context.previous = error_context_stack;
-    error_context_stack = &context;
-
-    const TimestampTz expires_at = DatumGetTimestampTz(
-        DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), PointerGetDatum(ttl)));
-
-    error_context_stack = context.previous;
-
-    if (expires_at <= now)
+    const std::optional<std::int64_t> microseconds = interval_microseconds(ttl->month, ttl->day, ttl->time);
+    if (!microseconds)
+        ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE), errmsg("ttl is out of range"),
+                        errdetail("ttl is %s.", interval_text(ttl))));
+    if (*microseconds <= 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("ttl must be positive"),
-                        errdetail("ttl is %s.", DatumGetCString(DirectFunctionCall1(
-                                                    interval_out, PointerGetDatum(ttl))))));
+                        errdetail("ttl is %s; a ttl is a duration, with days of 24 hours and months of 30 days.",
+                                  interval_text(ttl))));
+    return *microseconds;
+}
+
+Interval* duration_interval(int64 microseconds)
+{
+    Interval* duration = static_cast<Interval*>(palloc(sizeof(Interval)));
+    duration->time = microseconds;
+    duration->day = 0;
+    duration->month = 0;
+    return duration;
+}
+
+TimestampTz expiry_after(TimestampTz now, int64 ttl_microseconds)
+{
+    TimestampTz expires_at;
+    if (pg_add_s64_overflow(now, ttl_microseconds, &expires_at) || !IS_VALID_TIMESTAMP(expires_at))
+        ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE), errmsg("timestamp out of range"),
+                        errcontext("computing the lease expiry, clock_timestamp() + ttl")));
     return expires_at;
 }
 

@@ -15,11 +15,20 @@ void require_identifier(const char* what, std::size_t bytes);
 // A fencing token: 22004 when NULL.
 int64 token_arg(FunctionCallInfo fcinfo, int argno);
 
-// A ttl, or NULL when the argument is NULL and null_allowed; 22004 when it is
-// NULL and not allowed.
-Interval* ttl_arg(FunctionCallInfo fcinfo, int argno, bool null_allowed);
+// An interval argument, or NULL when the argument is NULL and null_allowed;
+// 22004 when it is NULL and not allowed.
+Interval* interval_arg(FunctionCallInfo fcinfo, int argno, const char* what, bool null_allowed);
 
-// now + ttl: 22023 unless that lies after now, 22008 when it overflows.
-TimestampTz expiry_after(TimestampTz now, const Interval* ttl);
+// A ttl as a duration in microseconds, the same in every time zone (days
+// count as 24 hours, months as 30 days): 22023 unless it is positive, 22008
+// when it is out of range.
+int64 ttl_microseconds(const Interval* ttl);
+
+// The interval a duration is stored as: microseconds only, no days or months,
+// so that adding it to a timestamptz never depends on a time zone.
+Interval* duration_interval(int64 microseconds);
+
+// now + ttl: 22008 when that is out of the timestamptz range.
+TimestampTz expiry_after(TimestampTz now, int64 ttl_microseconds);
 
 }  // namespace lease

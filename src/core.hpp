@@ -17,6 +17,13 @@ enum class IdentifierProblem { none, empty, too_long };
 
 IdentifierProblem check_identifier(std::size_t bytes) noexcept;
 
+// A ttl is a duration, whatever the session's time zone: an interval's days
+// count as 24 hours and its months as 30 days, as PostgreSQL itself compares
+// intervals. Returns its length in microseconds, or nothing when that does not
+// fit in 64 bits.
+std::optional<std::int64_t> interval_microseconds(std::int32_t months, std::int32_t days,
+                                                  std::int64_t microseconds) noexcept;
+
 // Parses a fencing token as written in the lease.fence_token setting: an
 // optionally signed decimal integer that fits in a bigint, surrounding blanks allowed.
 std::optional<std::int64_t> parse_token(std::string_view text) noexcept;

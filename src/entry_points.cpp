@@ -2,6 +2,7 @@
 // lease::guarded() (see boundary.hpp for the C++/PostgreSQL error boundary).
 #include "arguments.hpp"
 #include "boundary.hpp"
+#include "core.hpp"
 #include "fence.hpp"
 #include "lease_store.hpp"
 
@@ -11,7 +12,7 @@ Datum acquire(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const text* owner = lease::identifier_arg(fcinfo, 1, "owner");
-    const Interval* ttl = lease::ttl_arg(fcinfo, 2, false);
+    const int64 ttl = lease::ttl_microseconds(lease::interval_arg(fcinfo, 2, "ttl", false));
     (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
     lease::ensure_token_epoch();  // before the fence lock: one lock order for everyone
 
@@ -29,7 +30,7 @@ Datum acquire(FunctionCallInfo fcinfo)
     const TimestampTz expires_at = lease::expiry_after(now, ttl);
     lease::forget_passed_fence_checks();
     int64 token;
-    if (!lease::store_acquire(name, owner, ttl, now, expires_at, &token)) {
+    if (!lease::store_acquire(name, owner, lease::duration_interval(ttl), now, expires_at, &token)) {
         // Not granted: stop holding off the holder's fenced writes at once,
         // even if this transaction goes on.
         LockRelease(&tag, ExclusiveLock, false);
@@ -66,14 +67,16 @@ Datum heartbeat(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
     const int64 token = lease::token_arg(fcinfo, 1);
-    const Interval* ttl = lease::ttl_arg(fcinfo, 2, true);
-    if (ttl != nullptr)
+    const Interval* ttl_argument = lease::interval_arg(fcinfo, 2, "ttl", true);
+    const int64 ttl = ttl_argument != nullptr ? lease::ttl_microseconds(ttl_argument) : 0;
+    if (ttl_argument != nullptr)
         (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
 
     const LOCKTAG tag = share_fence_lock(name);
     const TimestampTz now = GetCurrentTimestamp();
-    const TimestampTz explicit_expires_at = ttl ? lease::expiry_after(now, ttl) : 0;
-    const bool extended = lease::store_heartbeat(name, token, now, ttl ? &explicit_expires_at : nullptr);
+    const TimestampTz explicit_expires_at = ttl_argument != nullptr ? lease::expiry_after(now, ttl) : 0;
+    const bool extended =
+        lease::store_heartbeat(name, token, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr);
     PG_RETURN_BOOL(keep_share_lock_if(extended, &tag));
 }
 
@@ -108,6 +111,30 @@ Datum revoke(FunctionCallInfo fcinfo)
     PG_RETURN_INT64(token);
 }
 
+Datum set_fence_token(FunctionCallInfo fcinfo)
+{
+    lease::set_fence_token(lease::token_arg(fcinfo, 0));
+    PG_RETURN_VOID();
+}
+
+// Deletes the rows of leases free or expired for at least older_than. Safe
+// for tokens: they come from one sequence, so a pruned name that is granted
+// again gets a token above every token it had, and a zombie holding one of its
+// old tokens finds no grant to match.
+Datum prune(FunctionCallInfo fcinfo)
+{
+    const Interval* older_than = lease::interval_arg(fcinfo, 0, "older_than", false);
+    const std::optional<std::int64_t> age =
+        lease::interval_microseconds(older_than->month, older_than->day, older_than->time);
+    if (!age || *age < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("older_than must not be negative")));
+    const TimestampTz now = GetCurrentTimestamp();
+    TimestampTz cutoff;
+    if (pg_sub_s64_overflow(now, *age, &cutoff) || !IS_VALID_TIMESTAMP(cutoff))
+        cutoff = DT_NOBEGIN;
+    PG_RETURN_INT64(lease::store_prune(cutoff));
+}
+
 Datum fenced_write(FunctionCallInfo fcinfo)
 {
     const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
@@ -128,6 +155,8 @@ PG_FUNCTION_INFO_V1(lease_release);
 PG_FUNCTION_INFO_V1(lease_revoke);
 PG_FUNCTION_INFO_V1(lease_fenced_write);
 PG_FUNCTION_INFO_V1(lease_fence_trigger);
+PG_FUNCTION_INFO_V1(lease_set_fence_token);
+PG_FUNCTION_INFO_V1(lease_prune);
 
 Datum lease_acquire(PG_FUNCTION_ARGS)
 {
@@ -159,9 +188,20 @@ Datum lease_fence_trigger(PG_FUNCTION_ARGS)
     return lease::guarded<lease::fence_trigger>(fcinfo);
 }
 
+Datum lease_set_fence_token(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<set_fence_token>(fcinfo);
+}
+
+Datum lease_prune(PG_FUNCTION_ARGS)
+{
+    return lease::guarded<prune>(fcinfo);
+}
+
 void _PG_init(void)
 {
     lease::initialize_fence();
+    lease::initialize_lease_store();
     MarkGUCPrefixReserved("lease");
 }
 

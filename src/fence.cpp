@@ -15,33 +15,38 @@ constexpr const char* default_token_column = "fence_token";
 
 char* fence_token_setting = nullptr;
 
-bool check_fence_token_setting(char** newval, void**, GucSource)
-{
-    if (*newval == nullptr || **newval == '\0' || parse_token(*newval))
-        return true;
-    GUC_check_errdetail("lease.fence_token must be a fencing token (a bigint), or empty for none.");
-    return false;
-}
-
-// The token set with SET [LOCAL] lease.fence_token, if any.
+// The token set with lease.set_fence_token() or SET [LOCAL] lease.fence_token:
+// false when none is set. A value that is not a token is an error here, where
+// it is used, and not when it is set: a backend that has not loaded this
+// library yet accepts any value for the setting (and would drop a bad one with
+// only a WARNING when it loads), so checking at SET time would give one input
+// two answers.
 bool setting_token(int64* token)
 {
-    if (fence_token_setting == nullptr)
+    if (fence_token_setting == nullptr || *fence_token_setting == '\0')
         return false;
     const std::optional<std::int64_t> parsed = parse_token(fence_token_setting);
     if (!parsed)
-        return false;
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("lease.fence_token is not a fencing token: \"%s\"", fence_token_setting),
+                        errhint("Set it with SELECT lease.set_fence_token(<token>), which takes a bigint.")));
     *token = *parsed;
     return true;
 }
 
-// The last fence check this backend passed. It stays good for the rest of
-// the transaction that passed it: that transaction holds the fence lock, so no
-// grant or revoke of the lease can commit before it ends, and the token cannot
-// change under it. Only the expiry can; it is compared on every use. A
-// transaction writing many rows under one lease and token so pays for the
-// check once. Forgotten when a subtransaction aborts (its locks go with it)
-// and when this backend grants, releases or revokes a lease.
+// The last fence check this backend passed, for the rest of the transaction
+// that passed it. That transaction holds the fence lock in ShareLock until it
+// ends, so no grant or revoke of the lease -- both need ExclusiveLock -- can
+// commit before it does, and the token it passed with stays the lease's
+// current token. So a transaction writing many rows under one lease and token
+// pays for the check once; later rows only compare the clock with the expiry
+// the check read. What the memo does not see: the holder's own heartbeat with
+// a shorter ttl, or its release, committed from another connection meanwhile
+// (both take ShareLock too). The transaction then keeps passing until the
+// expiry it read, while still no other grant can commit: there is never a
+// second writer. docs/concepts.md states this rule. Forgotten when a
+// subtransaction aborts (its locks go with it) and when this backend grants,
+// releases or revokes a lease.
 struct PassedCheck {
     LocalTransactionId transaction;
     int64 token;
@@ -109,11 +114,17 @@ void forget_on_subtransaction_abort(SubXactEvent event, SubTransactionId, SubTra
         ereport(ERROR, (errcode(errcode_fence_rejected),
                         errmsg("fencing token %lld rejected: lease \"%s\" has never been granted",
                                static_cast<long long>(token), lease_name)));
+    if (token > state.token || token <= 0)
+        ereport(ERROR, (errcode(errcode_fence_rejected),
+                        errmsg("fencing token %lld was never issued for lease \"%s\": its current token is %lld",
+                               static_cast<long long>(token), lease_name, static_cast<long long>(state.token)),
+                        errdetail("A lease's tokens only grow and are all positive, so this token did not come "
+                                  "from a grant of this lease: a token of another lease, or a corrupted one.")));
     if (state.token != token)
         ereport(ERROR, (errcode(errcode_fence_rejected),
                         errmsg("stale fencing token %lld for lease \"%s\": the current token is %lld",
                                static_cast<long long>(token), lease_name, static_cast<long long>(state.token)),
-                        errdetail("The lease has been granted again since this token was issued; "
+                        errdetail("The lease has been granted or revoked since this token was issued; "
                                   "the writer holding token %lld must stop.",
                                   static_cast<long long>(token))));
     if (!state.has_owner)
@@ -134,7 +145,85 @@ const char* trigger_event_name(TriggerEvent event)
         return "INSERT";
     if (TRIGGER_FIRED_BY_UPDATE(event))
         return "UPDATE";
-    return "DELETE";
+    if (TRIGGER_FIRED_BY_DELETE(event))
+        return "DELETE";
+    return "TRUNCATE";
+}
+
+constexpr int16 row_fence_type =
+    TRIGGER_TYPE_ROW | TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE;
+constexpr int16 truncate_fence_type = TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE;
+
+[[noreturn]] void report_bad_declaration(const Trigger* trigger, const char* table, const char* problem)
+{
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("trigger \"%s\" on table \"%s\" %s", trigger->tgname, table, problem),
+                    errdetail("A fence trigger that some writes do not fire would let them through unfenced, "
+                              "so it refuses every write until it is declared as "
+                              "BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW, with no column list and no "
+                              "WHEN clause."),
+                    errhint("Drop it and create it again as: CREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE "
+                            "ON %s FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger(...)",
+                            quote_identifier(trigger->tgname), quote_identifier(table))));
+    pg_unreachable();
+}
+
+// The trigger sees its own definition: one that some writes skip fails closed
+// on every write that does fire it. A statement-level BEFORE TRUNCATE trigger
+// is the one other form: it fences TRUNCATE.
+void check_declaration(const Trigger* trigger, const char* table, TriggerEvent event)
+{
+    if (TRIGGER_FIRED_BY_TRUNCATE(event)) {
+        if ((trigger->tgtype & ~TRIGGER_TYPE_TRUNCATE) != TRIGGER_TYPE_BEFORE)
+            report_bad_declaration(trigger, table, "fences TRUNCATE, so it must be BEFORE TRUNCATE FOR EACH STATEMENT");
+    } else if ((trigger->tgtype & row_fence_type) != row_fence_type) {
+        if (!TRIGGER_FOR_ROW(trigger->tgtype))
+            report_bad_declaration(trigger, table, "must be FOR EACH ROW");
+        if (!TRIGGER_FOR_BEFORE(trigger->tgtype))
+            report_bad_declaration(trigger, table, "must be a BEFORE trigger");
+        report_bad_declaration(trigger, table, "must fire on all of INSERT, UPDATE and DELETE");
+    }
+    if (trigger->tgnattr > 0)
+        report_bad_declaration(trigger, table, "must not be limited to UPDATE OF some columns");
+    if (trigger->tgqual != nullptr)
+        report_bad_declaration(trigger, table, "must not have a WHEN condition");
+    if (trigger->tgnargs < 1 || trigger->tgnargs > 2)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("trigger \"%s\" on table \"%s\" must pass lease.fence_trigger a lease name template "
+                               "and optionally a token column",
+                               trigger->tgname, table)));
+}
+
+// Classic inheritance children do not fire their parent's row triggers, so a
+// child without a fence of its own would take unfenced writes: the parent's
+// fence refuses to work until every child has one.
+void check_inheritance_children(const Relation table, Oid fence_function)
+{
+    if (!table->rd_rel->relhassubclass || table->rd_rel->relkind != RELKIND_RELATION)
+        return;
+    List* members = find_all_inheritors(RelationGetRelid(table), AccessShareLock, nullptr);
+    ListCell* cell;
+    foreach (cell, members) {
+        const Oid member = lfirst_oid(cell);
+        if (member == RelationGetRelid(table))
+            continue;
+        const Relation child = table_open(member, NoLock);
+        bool fenced = false;
+        for (int t = 0; child->trigdesc != nullptr && t < child->trigdesc->numtriggers && !fenced; ++t) {
+            const Trigger& candidate = child->trigdesc->triggers[t];
+            fenced = candidate.tgfoid == fence_function &&
+                     (candidate.tgtype & row_fence_type) == row_fence_type &&
+                     (candidate.tgenabled == TRIGGER_FIRES_ON_ORIGIN || candidate.tgenabled == TRIGGER_FIRES_ALWAYS);
+        }
+        if (!fenced)
+            ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                            errmsg("table \"%s\" inherits from fenced table \"%s\" but has no fence trigger",
+                                   RelationGetRelationName(child), RelationGetRelationName(table)),
+                            errdetail("Writes to an inheritance child do not fire its parent's row triggers."),
+                            errhint("Create the same lease.fence_trigger trigger on \"%s\".",
+                                    RelationGetRelationName(child))));
+        table_close(child, NoLock);
+    }
 }
 
 void report_bad_template(const Trigger* trigger, const char* table, const char* problem, std::size_t offset)
@@ -144,6 +233,21 @@ void report_bad_template(const Trigger* trigger, const char* table, const char* 
                            trigger->tgargs[0], trigger->tgname, table, problem),
                     errdetail("The problem is at byte %zu of the template.", offset + 1),
                     errhint("Write {column} for a column's value and {{ or }} for a literal brace.")));
+}
+
+// A stored generated column is computed after BEFORE triggers run: the
+// trigger would see its value from before the write (NULL in an INSERT), and
+// fence the wrong lease.
+void reject_generated_column(const Form_pg_attribute column, const char* role, const Trigger* trigger,
+                             const char* table)
+{
+    if (column->attgenerated == '\0')
+        return;
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("%s \"%s\" of trigger \"%s\" on table \"%s\" is a generated column", role,
+                           NameStr(column->attname), trigger->tgname, table),
+                    errdetail("A BEFORE trigger sees a generated column's value from before the write."),
+                    errhint("Use the columns it is generated from instead.")));
 }
 
 struct NameTemplate {
@@ -195,7 +299,7 @@ struct TriggerPlan {
     FmgrInfo* column_outputs;  // per template part: the column type's output function
     text* constant_name;       // the lease name when the template names no column
     int token_attnum;          // 0 when the table has no token column
-    Oid token_type;
+    Oid token_type;            // bigint, integer or smallint (domains resolved to their base type)
 };
 
 text* compose_lease_name(const NameTemplate& name_template, const std::string_view* values)
@@ -208,12 +312,15 @@ text* compose_lease_name(const NameTemplate& name_template, const std::string_vi
     return name;
 }
 
-const TriggerPlan& plan_trigger(FunctionCallInfo fcinfo, const Trigger* trigger, const char* table,
-                                TupleDesc desc)
+const TriggerPlan& plan_trigger(FunctionCallInfo fcinfo, const Trigger* trigger, const Relation relation)
 {
     const TriggerPlan* cached = static_cast<const TriggerPlan*>(fcinfo->flinfo->fn_extra);
     if (cached != nullptr && cached->trigger_oid == trigger->tgoid)
         return *cached;
+
+    const char* table = RelationGetRelationName(relation);
+    const TupleDesc desc = RelationGetDescr(relation);
+    check_inheritance_children(relation, fcinfo->flinfo->fn_oid);
 
     const MemoryContext caller_context = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
     TriggerPlan* plan = static_cast<TriggerPlan*>(palloc0(sizeof(TriggerPlan)));
@@ -232,6 +339,7 @@ const TriggerPlan& plan_trigger(FunctionCallInfo fcinfo, const Trigger* trigger,
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
                             errmsg("column \"%s\" of lease name template \"%s\" does not exist in table \"%s\"",
                                    column, name_template.text.data(), table)));
+        reject_generated_column(TupleDescAttr(desc, attnum - 1), "lease name template column", trigger, table);
         Oid output_function;
         bool is_varlena;
         getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid, &output_function, &is_varlena);
@@ -248,8 +356,15 @@ const TriggerPlan& plan_trigger(FunctionCallInfo fcinfo, const Trigger* trigger,
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
                         errmsg("token column \"%s\" of trigger \"%s\" does not exist in table \"%s\"",
                                token_column, trigger->tgname, table)));
-    if (plan->token_attnum > 0)
-        plan->token_type = TupleDescAttr(desc, plan->token_attnum - 1)->atttypid;
+    if (plan->token_attnum > 0) {
+        const Form_pg_attribute column = TupleDescAttr(desc, plan->token_attnum - 1);
+        reject_generated_column(column, "token column", trigger, table);
+        plan->token_type = getBaseType(column->atttypid);
+        if (plan->token_type != INT8OID && plan->token_type != INT4OID && plan->token_type != INT2OID)
+            ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                            errmsg("token column \"%s\" of table \"%s\" must be bigint, integer or smallint",
+                                   NameStr(column->attname), table)));
+    }
 
     MemoryContextSwitchTo(caller_context);
     fcinfo->flinfo->fn_extra = plan;
@@ -283,34 +398,92 @@ text* lease_name_for_row(const TriggerPlan& plan, HeapTuple row, TupleDesc desc)
     return compose_lease_name(name_template, values);
 }
 
-// The row's token column when it has one and it is not NULL; otherwise
-// lease.fence_token. DELETE writes no row, so it uses the setting only.
-bool token_for_row(const TriggerPlan& plan, const char* table, TriggerEvent event, HeapTuple row,
-                   TupleDesc desc, int64* token)
+// The token a write proves itself with. An INSERT: its row's token column.
+// An UPDATE: its new row's token column only if the UPDATE itself sets that
+// column -- otherwise the new row just keeps the token of whoever wrote the
+// row last, which proves nothing about this writer. Then, and for DELETE and
+// for a NULL token column, the transaction's lease.fence_token.
+bool token_from_row(const TriggerPlan& plan, const TriggerData* trigdata, HeapTuple row, int64* token)
 {
-    if (plan.token_attnum > 0 && !TRIGGER_FIRED_BY_DELETE(event)) {
-        bool isnull;
-        const Datum value = heap_getattr(row, plan.token_attnum, desc, &isnull);
-        if (!isnull) {
-            switch (plan.token_type) {
-            case INT8OID:
-                *token = DatumGetInt64(value);
-                return true;
-            case INT4OID:
-                *token = DatumGetInt32(value);
-                return true;
-            case INT2OID:
-                *token = DatumGetInt16(value);
-                return true;
-            default:
-                ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                                errmsg("token column \"%s\" of table \"%s\" must be bigint, integer or smallint",
-                                       NameStr(TupleDescAttr(desc, plan.token_attnum - 1)->attname),
-                                       table)));
-            }
-        }
+    const TriggerEvent event = trigdata->tg_event;
+    if (plan.token_attnum == 0 || TRIGGER_FIRED_BY_DELETE(event))
+        return false;
+    if (TRIGGER_FIRED_BY_UPDATE(event) &&
+        !bms_is_member(plan.token_attnum - FirstLowInvalidHeapAttributeNumber, trigdata->tg_updatedcols))
+        return false;
+    bool isnull;
+    const Datum value = heap_getattr(row, plan.token_attnum, trigdata->tg_relation->rd_att, &isnull);
+    if (isnull)
+        return false;
+    switch (plan.token_type) {
+    case INT8OID:
+        *token = DatumGetInt64(value);
+        break;
+    case INT4OID:
+        *token = DatumGetInt32(value);
+        break;
+    default:
+        *token = DatumGetInt16(value);
+        break;
     }
-    return setting_token(token);
+    return true;
+}
+
+// Writes the token that proved the write into the row's token column, so the
+// row records which grant wrote it last.
+HeapTuple stamp_token(const TriggerPlan& plan, HeapTuple row, TupleDesc desc, int64 token)
+{
+    Datum value;
+    switch (plan.token_type) {
+    case INT8OID:
+        value = Int64GetDatum(token);
+        break;
+    case INT4OID:
+        value = DirectFunctionCall1(int84, Int64GetDatum(token));
+        break;
+    default:
+        value = DirectFunctionCall1(int82, Int64GetDatum(token));
+        break;
+    }
+    int columns[1] = {plan.token_attnum};
+    bool nulls[1] = {false};
+    return heap_modify_tuple_by_cols(row, desc, 1, columns, &value, nulls);
+}
+
+[[noreturn]] void reject_unproven(const TriggerData* trigdata, const char* table, const text* name)
+{
+    const TriggerEvent event = trigdata->tg_event;
+    ereport(ERROR,
+            (errcode(errcode_fence_rejected),
+             errmsg("%s on table \"%s\" carries no fencing token for lease \"%s\"", trigger_event_name(event), table,
+                    text_to_cstring(name)),
+             TRIGGER_FIRED_BY_UPDATE(event)
+                 ? errdetail("An UPDATE proves itself with the token column it sets, or with lease.fence_token; "
+                             "the token already stored in the row proves nothing about this writer.")
+                 : 0,
+             errhint(TRIGGER_FIRED_BY_INSERT(event)
+                         ? "Set the row's token column, or call lease.set_fence_token(<token>) in the transaction."
+                         : TRIGGER_FIRED_BY_UPDATE(event)
+                               ? "Set the token column in the UPDATE (in ON CONFLICT DO UPDATE: fence_token = "
+                                 "EXCLUDED.fence_token), or call lease.set_fence_token(<token>) in the transaction."
+                               : "Call lease.set_fence_token(<token>) in the transaction.")));
+    pg_unreachable();
+}
+
+// TRUNCATE removes every row at once: it is fenced only by a lease that names
+// no column, with the transaction's lease.fence_token.
+void fence_truncate(const TriggerPlan& plan, const TriggerData* trigdata, const char* table)
+{
+    if (plan.name_template.has_columns)
+        ereport(ERROR, (errcode(errcode_fence_rejected),
+                        errmsg("TRUNCATE of table \"%s\" cannot be fenced: its lease name template \"%s\" depends "
+                               "on each row",
+                               table, plan.name_template.text.data()),
+                        errhint("Use DELETE, which the row-level fence checks row by row.")));
+    int64 token;
+    if (!setting_token(&token))
+        reject_unproven(trigdata, table, plan.constant_name);
+    fence_check(plan.constant_name, token);
 }
 
 }  // namespace
@@ -344,31 +517,21 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
     const TriggerEvent event = trigdata->tg_event;
     const Trigger* trigger = trigdata->tg_trigger;
     const char* table = RelationGetRelationName(trigdata->tg_relation);
-
-    if (!TRIGGER_FIRED_BEFORE(event) || !TRIGGER_FIRED_FOR_ROW(event) ||
-        !(TRIGGER_FIRED_BY_INSERT(event) || TRIGGER_FIRED_BY_UPDATE(event) || TRIGGER_FIRED_BY_DELETE(event)))
-        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-                        errmsg("trigger \"%s\" on table \"%s\" must be BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW",
-                               trigger->tgname, table)));
-    if (trigger->tgnargs < 1 || trigger->tgnargs > 2)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("trigger \"%s\" on table \"%s\" must pass lease.fence_trigger a lease name template "
-                               "and optionally a token column",
-                               trigger->tgname, table)));
-
-    const HeapTuple row = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+    check_declaration(trigger, table, event);
 
     const TupleDesc desc = trigdata->tg_relation->rd_att;
-    const TriggerPlan& plan = plan_trigger(fcinfo, trigger, table, desc);
+    const TriggerPlan& plan = plan_trigger(fcinfo, trigger, trigdata->tg_relation);
+    if (TRIGGER_FIRED_BY_TRUNCATE(event)) {
+        fence_truncate(plan, trigdata, table);
+        return PointerGetDatum(nullptr);
+    }
+
+    HeapTuple row = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
     const text* name = lease_name_for_row(plan, row, desc);
     int64 token;
-    if (!token_for_row(plan, table, event, row, desc, &token))
-        ereport(ERROR, (errcode(errcode_fence_rejected),
-                        errmsg("%s on table \"%s\" carries no fencing token for lease \"%s\"",
-                               trigger_event_name(event), table, text_to_cstring(name)),
-                        errhint(TRIGGER_FIRED_BY_DELETE(event)
-                                    ? "Run SET LOCAL lease.fence_token = <token> in the deleting transaction."
-                                    : "Set the row's token column, or SET LOCAL lease.fence_token = <token>.")));
+    const bool proven_by_row = token_from_row(plan, trigdata, row, &token);
+    if (!proven_by_row && !setting_token(&token))
+        reject_unproven(trigdata, table, name);
     fence_check(name, token);
 
     if (TRIGGER_FIRED_BY_UPDATE(event) && plan.name_template.has_columns) {
@@ -385,11 +548,13 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
                                        "carries no fencing token for lease \"%s\"",
                                        table, text_to_cstring(old_name), text_to_cstring(name),
                                        text_to_cstring(old_name)),
-                                errhint("Run SET LOCAL lease.fence_token = <token of lease \"%s\">.",
+                                errhint("Call lease.set_fence_token(<token of lease \"%s\">) in the transaction.",
                                         text_to_cstring(old_name))));
             fence_check(old_name, old_token);
         }
     }
+    if (!proven_by_row && plan.token_attnum > 0 && !TRIGGER_FIRED_BY_DELETE(event))
+        row = stamp_token(plan, row, desc, token);
     return PointerGetDatum(row);
 }
 
@@ -402,10 +567,18 @@ void initialize_fence()
 {
     RegisterSubXactCallback(forget_on_subtransaction_abort, nullptr);
     DefineCustomStringVariable("lease.fence_token", "Fencing token for fenced writes whose rows carry none.",
-                               "Used by lease.fence_trigger() for DELETE, and for INSERT or UPDATE when the row's "
-                               "token column is NULL or absent. Usually set with SET LOCAL.",
-                               &fence_token_setting, "", PGC_USERSET, 0, check_fence_token_setting, nullptr,
-                               nullptr);
+                               "Used by lease.fence_trigger() for DELETE and TRUNCATE, for an UPDATE that does not "
+                               "set the token column, and for an INSERT whose token column is NULL or absent. "
+                               "Set it with lease.set_fence_token(), which lasts until the transaction ends.",
+                               &fence_token_setting, "", PGC_USERSET, 0, nullptr, nullptr, nullptr);
+}
+
+void set_fence_token(int64 token)
+{
+    char text[MAXINT8LEN + 1];
+    pg_lltoa(token, text);
+    (void) set_config_option("lease.fence_token", text, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+                             false);
 }
 
 }  // namespace lease

@@ -11,12 +11,16 @@ namespace lease {
 // before this transaction's writes do.
 void fence_check(const text* name, int64 token);
 
-// The body of lease.fence_trigger(): BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW.
+// The body of lease.fence_trigger(): BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW,
+// or BEFORE TRUNCATE FOR EACH STATEMENT.
 Datum fence_trigger(FunctionCallInfo fcinfo);
 
 // Forgets the fence checks this transaction has passed, so the next ones read
 // the lease again. Call after anything this backend does to a lease's grant.
 void forget_passed_fence_checks();
+
+// lease.set_fence_token(): sets lease.fence_token until the transaction ends.
+void set_fence_token(int64 token);
 
 // From _PG_init: defines the lease.fence_token setting (the token for writes
 // whose rows carry none) and hooks subtransaction aborts.

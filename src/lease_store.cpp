@@ -18,8 +18,12 @@ enum Query {
     query_heartbeat,
     query_release,
     query_revoke,
+    query_prune,
     query_epoch_recorded,
-    query_epoch_begin,
+    query_epoch_leap,
+    query_epoch_log,
+    query_epoch_leapt,
+    query_epoch_mark,
     query_count
 };
 
@@ -98,6 +102,11 @@ constexpr QuerySpec query_specs[query_count] = {
      2,
      {TEXTOID, TIMESTAMPTZOID}},
 
+    // prune($1 cutoff): leases free or expired since cutoff (no later than now).
+    {"DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
+     1,
+     {TIMESTAMPTZOID}},
+
     // epoch_recorded($1 system identifier, $2 timeline, $3 extension): has this
     // epoch issued tokens?
     {"SELECT EXISTS (SELECT FROM lease.token_epochs"
@@ -108,25 +117,38 @@ constexpr QuerySpec query_specs[query_count] = {
      3,
      {INT8OID, INT4OID, OIDOID}},
 
-    // epoch_begin($1 system identifier, $2 timeline, $3 extension, $4 gap):
-    // leaps the sequence by the gap if any other epoch is logged; the very
-    // first epoch of an installation starts where the sequence is.
-    {"INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)"
-     " SELECT $1, $2, $3,"
-     "        CASE WHEN EXISTS (SELECT FROM lease.token_epochs AS e"
-     "                           WHERE e.system_identifier OPERATOR(pg_catalog.<>) $1"
-     "                              OR e.timeline_id OPERATOR(pg_catalog.<>) $2"
-     "                              OR e.extension_oid OPERATOR(pg_catalog.<>) $3)"
-     "             THEN pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,"
-     "                                    s.last_value OPERATOR(pg_catalog.+) $4)"
-     "                  OPERATOR(pg_catalog.+) 1"
-     "             WHEN s.is_called THEN s.last_value OPERATOR(pg_catalog.+) 1"
-     "             ELSE s.last_value"
-     "        END,"
-     "        pg_catalog.clock_timestamp()"
-     "   FROM lease.fencing_token_seq AS s",
+    // epoch_leap($1 system identifier, $2 timeline, $3 extension, $4 gap):
+    // leaps the sequence by the gap if another epoch is logged. (The very
+    // first epoch of an installation starts where the sequence is.)
+    {"SELECT pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,"
+     "                         s.last_value OPERATOR(pg_catalog.+) $4)"
+     "  FROM lease.fencing_token_seq AS s"
+     " WHERE EXISTS (SELECT FROM lease.token_epochs AS e"
+     "                WHERE e.system_identifier OPERATOR(pg_catalog.<>) $1"
+     "                   OR e.timeline_id OPERATOR(pg_catalog.<>) $2"
+     "                   OR e.extension_oid OPERATOR(pg_catalog.<>) $3)",
      4,
      {INT8OID, INT4OID, OIDOID, INT8OID}},
+
+    // epoch_log($1 system identifier, $2 timeline, $3 extension): logs the
+    // epoch with the first token it can issue.
+    {"INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)"
+     " SELECT $1, $2, $3,"
+     "        CASE WHEN s.is_called THEN s.last_value OPERATOR(pg_catalog.+) 1 ELSE s.last_value END,"
+     "        pg_catalog.clock_timestamp()"
+     "   FROM lease.fencing_token_seq AS s",
+     3,
+     {INT8OID, INT4OID, OIDOID}},
+
+    // epoch_leapt($1 epoch mark): has a backend of this epoch leapt already?
+    {"SELECT is_called AND last_value OPERATOR(pg_catalog.=) $1 FROM lease.token_epoch_mark",
+     1,
+     {INT8OID}},
+
+    // epoch_mark($1 epoch mark): this epoch has leapt.
+    {"SELECT pg_catalog.setval('lease.token_epoch_mark'::pg_catalog.regclass, $1)",
+     1,
+     {INT8OID}},
 };
 
 // Columns of lease.leases, as the extension script creates them.
@@ -199,21 +221,56 @@ struct CallerIdentity {
 // The extension's relations, looked up by name once per backend rather than
 // on every call, and forgotten when any of them is invalidated (dropped,
 // altered, re-owned) or the relation cache is reset. token_epochs is missing
-// until ALTER EXTENSION lease UPDATE TO '1.1', so it is looked for until found.
+// until ALTER EXTENSION lease UPDATE TO '1.1', and token_epoch_mark until
+// '1.2', so they are looked for until found: this library keeps working with
+// an older catalog until it is updated.
 struct LeaseRelations {
     Oid leases;
     Oid leases_owner;
     Oid token_sequence;
     Oid token_epochs;
+    Oid token_epoch_mark;
 };
 
 LeaseRelations known_relations;
 
+// The token epoch this backend has seen logged and committed, so it checks no
+// more; and the one its current transaction logged, which counts only once
+// that transaction commits (an aborted first grant leaves no log row).
+struct EpochMemo {
+    TimeLineID timeline;
+    Oid log;
+};
+EpochMemo committed_epoch;
+EpochMemo epoch_logged_here;
+
+// The identity an epoch's mark is a hash of.
+struct EpochIdentity {
+    uint64 system_identifier;
+    TimeLineID timeline;
+    Oid installation;
+};
+
+void settle_epoch_at_transaction_end(XactEvent event, void*)
+{
+    if (event == XACT_EVENT_COMMIT && epoch_logged_here.log != InvalidOid)
+        committed_epoch = epoch_logged_here;
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+        epoch_logged_here = EpochMemo{0, InvalidOid};
+}
+
+void forget_epoch_on_subtransaction_abort(SubXactEvent event, SubTransactionId, SubTransactionId, void*)
+{
+    if (event == SUBXACT_EVENT_ABORT_SUB)
+        epoch_logged_here = EpochMemo{0, InvalidOid};
+}
+
 void forget_relations(Datum, Oid relid)
 {
     if (relid == InvalidOid || relid == known_relations.leases || relid == known_relations.token_sequence ||
-        relid == known_relations.token_epochs)
-        known_relations = LeaseRelations{InvalidOid, InvalidOid, InvalidOid, InvalidOid};
+        relid == known_relations.token_epochs || relid == known_relations.token_epoch_mark)
+        known_relations = LeaseRelations{InvalidOid, InvalidOid, InvalidOid, InvalidOid, InvalidOid};
 }
 
 const LeaseRelations& lease_relations()
@@ -223,19 +280,30 @@ const LeaseRelations& lease_relations()
         CacheRegisterRelcacheCallback(forget_relations, static_cast<Datum>(0));
         callback_registered = true;
     }
-    if (OidIsValid(known_relations.leases) && OidIsValid(known_relations.token_epochs))
+    if (OidIsValid(known_relations.leases) && OidIsValid(known_relations.token_epoch_mark))
         return known_relations;
 
-    const Oid schema = get_namespace_oid("lease", false);
-    LeaseRelations found = {get_relname_relid("leases", schema), InvalidOid,
-                            get_relname_relid("fencing_token_seq", schema), get_relname_relid("token_epochs", schema)};
-    const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(found.leases));
-    if (!HeapTupleIsValid(row) || !OidIsValid(found.token_sequence))
-        elog(ERROR, "lease: the tables of extension lease are missing");
-    found.leases_owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
-    ReleaseSysCache(row);
-    known_relations = found;
-    return known_relations;
+    // The catalog lookups below may process invalidations, which run
+    // forget_relations() while they are under way: what they found is kept
+    // only when no invalidation arrived meanwhile (PostgreSQL's own
+    // RangeVarGetRelidExtended() retries on the same counter).
+    for (;;) {
+        const uint64 invalidations_before = SharedInvalidMessageCounter;
+        const Oid schema = get_namespace_oid("lease", false);
+        LeaseRelations found = {get_relname_relid("leases", schema), InvalidOid,
+                                get_relname_relid("fencing_token_seq", schema),
+                                get_relname_relid("token_epochs", schema),
+                                get_relname_relid("token_epoch_mark", schema)};
+        const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(found.leases));
+        if (!HeapTupleIsValid(row) || !OidIsValid(found.token_sequence))
+            elog(ERROR, "lease: the tables of extension lease are missing");
+        found.leases_owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
+        ReleaseSysCache(row);
+        if (invalidations_before == SharedInvalidMessageCounter) {
+            known_relations = found;
+            return known_relations;
+        }
+    }
 }
 
 CallerIdentity connect_as_lease_owner()
@@ -288,33 +356,58 @@ void ensure_token_epoch()
     // comes through this check again; the log's OID changes with the
     // installation, when the extension is dropped and created again (say, to
     // restore a dump).
-    static TimeLineID recorded_timeline = 0;
-    static Oid recorded_in = InvalidOid;
     const TimeLineID timeline = GetWALInsertionTimeLine();
-    if (timeline == recorded_timeline && epochs == recorded_in)
+    if (timeline == committed_epoch.timeline && epochs == committed_epoch.log)
         return;
 
-    Datum values[4] = {Int64GetDatum(static_cast<int64>(GetSystemIdentifier())),
-                       Int32GetDatum(static_cast<int32>(timeline)),
-                       ObjectIdGetDatum(get_extension_oid("lease", false)), Int64GetDatum(token_epoch_gap)};
+    const Oid installation = get_extension_oid("lease", false);
+    const uint64 system_identifier = GetSystemIdentifier();
+    const EpochIdentity identity = {system_identifier, timeline, installation};
+    const int64 mark = static_cast<int64>(
+        hash_bytes_extended(reinterpret_cast<const unsigned char*>(&identity), sizeof identity, 0) & PG_INT64_MAX);
+    Datum values[4] = {Int64GetDatum(static_cast<int64>(system_identifier)), Int32GetDatum(static_cast<int32>(timeline)),
+                       ObjectIdGetDatum(installation), Int64GetDatum(token_epoch_gap)};
+    Datum mark_value[1] = {Int64GetDatum(mark)};
+    const bool has_mark = OidIsValid(lease_relations().token_epoch_mark);
     const CallerIdentity caller = connect_as_lease_owner();
     bool isnull;
     run(query_epoch_recorded, values, nullptr, true, true);
-    if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
+    bool recorded = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    if (!recorded) {
         // setval(last_value + gap) is a read-modify-write: two at once could
         // move the sequence back below tokens drawn after the first. So leaps
-        // take turns, but none waits for another's commit.
+        // take turns, but none waits for another's commit. The mark, a
+        // sequence, shows the next in turn a leap of this epoch that has not
+        // committed yet, so that the epoch leaps once however many backends
+        // grant its first tokens at the same moment.
         LOCKTAG tag;
         SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, epoch_lock_kind);
         (void) LockAcquire(&tag, ExclusiveLock, false, false);
         run(query_epoch_recorded, values, nullptr, true, true);
-        if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-            run(query_epoch_begin, values, nullptr, false, true);
+        recorded = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        if (!recorded) {
+            bool leapt = false;
+            if (has_mark) {
+                run(query_epoch_leapt, mark_value, nullptr, true, true);
+                leapt = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+            }
+            if (!leapt) {
+                run(query_epoch_leap, values, nullptr, false, true);
+                if (has_mark)
+                    run(query_epoch_mark, mark_value, nullptr, false, true);
+            }
+            run(query_epoch_log, values, nullptr, false, true);
+        }
         LockRelease(&tag, ExclusiveLock, false);
     }
     finish_as_caller(caller);
-    recorded_timeline = timeline;
-    recorded_in = epochs;
+    // This backend stops checking once the epoch's row is surely committed:
+    // now, if it was already; at commit, if this transaction logged it.
+    const EpochMemo checked = {timeline, epochs};
+    if (recorded)
+        committed_epoch = checked;
+    else
+        epoch_logged_here = checked;
 }
 
 LeaseState read_latest(const text* name)
@@ -400,6 +493,23 @@ bool store_release(const text* name, int64 token, TimestampTz now)
     const bool released = SPI_processed == 1;
     finish_as_caller(caller);
     return released;
+}
+
+int64 store_prune(TimestampTz cutoff)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prune, values, nullptr, false, false);
+    const int64 pruned = static_cast<int64>(SPI_processed);
+    finish_as_caller(caller);
+    return pruned;
+}
+
+void initialize_lease_store()
+{
+    RegisterXactCallback(settle_epoch_at_transaction_end, nullptr);
+    RegisterSubXactCallback(forget_epoch_on_subtransaction_abort, nullptr);
 }
 
 bool store_revoke(const text* name, TimestampTz now, int64* token)

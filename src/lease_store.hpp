@@ -50,6 +50,12 @@ void make_tokens_durable();
 // have issued tokens whose WAL never arrived here.
 void ensure_token_epoch();
 
+// Deletes the rows of leases free or expired at cutoff; returns how many.
+int64 store_prune(TimestampTz cutoff);
+
+// From _PG_init: hooks transaction ends, for the token epoch memo.
+void initialize_lease_store();
+
 // Returns whether the lease exists; *token is its new token when it does.
 bool store_revoke(const text* name, TimestampTz now, int64* token);
 

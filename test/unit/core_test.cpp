@@ -62,6 +62,25 @@ TEST(Token, RejectsEverythingElse)
         EXPECT_FALSE(lease::parse_token(bad).has_value()) << '"' << bad << '"';
 }
 
+TEST(Duration, DaysAreTwentyFourHoursAndMonthsThirtyDays)
+{
+    constexpr std::int64_t hour = INT64_C(3600000000);
+    EXPECT_EQ(lease::interval_microseconds(0, 0, 20000000), 20000000);
+    EXPECT_EQ(lease::interval_microseconds(0, 1, 0), 24 * hour);
+    // '1 day -23:30': half an hour, not whatever a time zone's DST day makes of it.
+    EXPECT_EQ(lease::interval_microseconds(0, 1, -23 * hour - hour / 2), hour / 2);
+    EXPECT_EQ(lease::interval_microseconds(1, -30, 0), 0);
+    EXPECT_EQ(lease::interval_microseconds(-1, 0, 0), -720 * hour);
+}
+
+TEST(Duration, OverflowIsReported)
+{
+    EXPECT_FALSE(lease::interval_microseconds(INT32_MAX, INT32_MAX, 0).has_value());
+    EXPECT_FALSE(lease::interval_microseconds(0, 1, INT64_MAX).has_value());
+    EXPECT_FALSE(lease::interval_microseconds(INT32_MIN, 0, INT64_MIN).has_value());
+    EXPECT_EQ(lease::interval_microseconds(0, 0, INT64_MAX), INT64_MAX);
+}
+
 TEST(Template, LiteralOnly)
 {
     const Parsed p = parse("billing-job");
