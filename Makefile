@@ -12,7 +12,10 @@ ISOLATION = $(sort $(basename $(notdir $(wildcard specs/*.spec))))
 ISOLATION_OPTS = --inputdir=.
 
 PG_CONFIG ?= pg_config
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror
+# Warnings are errors in our own test and CI builds (scripts/test exports
+# WERROR=-Werror), not in a user's build with another compiler.
+WERROR ?=
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra $(WERROR)
 # PostgreSQL's headers are not ours to keep -Wextra clean: include them as system headers.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 SHLIB_LINK += -lstdc++
@@ -32,8 +35,8 @@ include $(PGXS)
 PG_LEASE = pg_lease
 PG_LEASE_OBJS = $(patsubst %.cpp,%.o,$(wildcard src/cli/*.cpp))
 PG_LEASE_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" lease.control)
-PG_LEASE_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -MMD -MP \
-	-isystem $(shell $(PG_CONFIG) --includedir) -DPG_LEASE_VERSION='"$(PG_LEASE_VERSION)"'
+PG_LEASE_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra $(WERROR) -MMD -MP \
+	-isystem $(libpq_srcdir) -DPG_LEASE_VERSION='"$(PG_LEASE_VERSION)"'
 EXTRA_CLEAN += $(PG_LEASE) src/cli/*.o src/cli/*.d test/unit/cli_test
 
 all: $(PG_LEASE)
@@ -42,7 +45,7 @@ src/cli/%.o: src/cli/%.cpp
 	$(CXX) $(PG_LEASE_CXXFLAGS) -c -o $@ $<
 
 $(PG_LEASE): $(PG_LEASE_OBJS)
-	$(CXX) -o $@ $^ -lpq
+	$(CXX) $(LDFLAGS) -o $@ $^ $(libpq)
 
 -include $(PG_LEASE_OBJS:.o=.d)
 
@@ -61,22 +64,22 @@ CLI_UNIT_TEST = test/unit/cli_test
 CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_codes.cpp src/cli/json.cpp \
 	src/cli/lease_status.cpp
 $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
-	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
+	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
 # The chaos harness and the fuzzer: libpq clients that test/chaos/run.sh and
 # test/fuzz/run.sh (and test/sanitize/run.sh) build and run.
 TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz
-TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra -Werror -isystem $(shell $(PG_CONFIG) --includedir)
+TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra $(WERROR) -isystem $(libpq_srcdir)
 EXTRA_CLEAN += $(TEST_PROGRAMS)
 $(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp
-	$(CXX) $(TEST_PROGRAM_CXXFLAGS) -o $@ $< -lpq -pthread
+	$(CXX) $(TEST_PROGRAM_CXXFLAGS) $(LDFLAGS) -o $@ $< $(libpq) -pthread
 test-programs: $(TEST_PROGRAMS)
 .PHONY: test-programs
 
 # Unit tests of the pure C++ core (GoogleTest); no server needed.
 UNIT_TEST = test/unit/core_test
 $(UNIT_TEST): test/unit/core_test.cpp src/validation.cpp src/name_template.cpp src/core.hpp
-	$(CXX) -std=c++17 -Wall -Wextra -Werror -Isrc -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
+	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Isrc -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
 unittest: $(UNIT_TEST) $(CLI_UNIT_TEST)
 	./$(UNIT_TEST)
