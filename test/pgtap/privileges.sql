@@ -2,7 +2,7 @@
 -- (SPEC §1 "Application roles must not be able to ...", §2 lease_revoke admin only).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(54);
+SELECT plan(58);
 
 -- Catalog view of the grants to PUBLIC.
 SELECT ok(has_schema_privilege('public', 'lease', 'USAGE'), 'PUBLIC has USAGE on schema lease');
@@ -20,6 +20,12 @@ SELECT ok(NOT has_sequence_privilege('public', 'lease.fencing_token_seq', 'USAGE
     'PUBLIC has no privilege at all on lease.fencing_token_seq');
 SELECT ok(NOT has_function_privilege('public', 'lease.lease_revoke(text)', 'EXECUTE'),
     'PUBLIC cannot EXECUTE lease_revoke');
+SELECT ok(NOT has_function_privilege('public', 'lease.prune(interval)', 'EXECUTE'),
+    'PUBLIC cannot EXECUTE prune');
+SELECT ok(has_function_privilege('public', 'lease.set_fence_token(bigint)', 'EXECUTE'),
+    'PUBLIC can EXECUTE set_fence_token');
+SELECT ok(NOT has_sequence_privilege('public', 'lease.token_epoch_mark', 'USAGE, SELECT, UPDATE'),
+    'PUBLIC has no privilege at all on lease.token_epoch_mark');
 SELECT ok(has_function_privilege('public', 'lease.lease_acquire(text,text,interval)', 'EXECUTE'),
     'PUBLIC can EXECUTE lease_acquire');
 SELECT ok(has_function_privilege('public', 'lease.lease_heartbeat(text,bigint,interval)', 'EXECUTE'),
@@ -36,6 +42,8 @@ CREATE ROLE lease_tap_app LOGIN;
 CREATE SCHEMA lease_tap_app_schema AUTHORIZATION lease_tap_app;
 SELECT ok(NOT has_function_privilege('lease_tap_app', 'lease.lease_revoke(text)', 'EXECUTE'),
     'the application role cannot EXECUTE lease_revoke');
+SELECT ok(NOT has_function_privilege('lease_tap_app', 'lease.prune(interval)', 'EXECUTE'),
+    'the application role cannot EXECUTE prune');
 SELECT ok(NOT has_table_privilege('lease_tap_app', 'lease.leases', 'INSERT'),
     'the application role cannot INSERT into lease.leases');
 

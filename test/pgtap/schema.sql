@@ -1,16 +1,18 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(92);
+SELECT plan(98);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['leases', 'token_epochs'], 'lease holds exactly two tables, leases and token_epochs');
-SELECT sequences_are('lease', ARRAY['fencing_token_seq'], 'lease holds exactly one sequence, fencing_token_seq');
+SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark'],
+    'lease holds exactly two sequences, fencing_token_seq and token_epoch_mark');
 SELECT views_are('lease', ARRAY['status'], 'lease holds exactly one view, status');
 SELECT functions_are('lease',
-    ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger'],
-    'lease holds exactly the six documented functions');
+    ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
+          'set_fence_token', 'prune'],
+    'lease holds exactly the eight documented functions');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -78,8 +80,10 @@ SELECT has_function('lease', 'lease_release', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'lease_revoke', ARRAY['text']);
 SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 6,
-    'no overloads: exactly six functions in schema lease');
+SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
+SELECT has_function('lease', 'prune', ARRAY['interval']);
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 8,
+    'no overloads: exactly eight functions in schema lease');
 
 SELECT function_returns('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'bigint');
 SELECT function_returns('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'boolean');
@@ -87,6 +91,8 @@ SELECT function_returns('lease', 'lease_release', ARRAY['text', 'bigint'], 'bool
 SELECT function_returns('lease', 'lease_revoke', ARRAY['text'], 'bigint');
 SELECT function_returns('lease', 'fenced_write', ARRAY['text', 'bigint'], 'void');
 SELECT function_returns('lease', 'fence_trigger', ARRAY[]::text[], 'trigger');
+SELECT function_returns('lease', 'set_fence_token', ARRAY['bigint'], 'void');
+SELECT function_returns('lease', 'prune', ARRAY['interval'], 'bigint');
 
 SELECT is(pg_get_function_arguments('lease.lease_acquire(text,text,interval)'::regprocedure),
     'name text, owner text, ttl interval DEFAULT ''00:00:20''::interval',
@@ -149,15 +155,17 @@ SELECT is(c.relowner, e.extowner, 'lease.leases is owned by the extension owner,
 -- The fence only reads lease.leases and takes a lock: it runs as the caller.
 SELECT isnt_definer('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT isnt_definer('lease', 'fence_trigger', ARRAY[]::text[]);
+SELECT isnt_definer('lease', 'set_fence_token', ARRAY['bigint']);
+SELECT isnt_definer('lease', 'prune', ARRAY['interval']);
 
 -- Extension control properties.
 SELECT has_extension('lease');
 SELECT is(extrelocatable, false, 'lease is not relocatable') FROM pg_extension WHERE extname = 'lease';
 SELECT is(extnamespace::regnamespace::text, 'lease', 'the extension lives in schema lease')
   FROM pg_extension WHERE extname = 'lease';
-SELECT is(extversion, '1.1', 'the installed version is 1.1') FROM pg_extension WHERE extname = 'lease';
+SELECT is(extversion, '1.2', 'the installed version is 1.2') FROM pg_extension WHERE extname = 'lease';
 SELECT is(trusted, false, 'lease is not a trusted extension (only superusers install it)')
-  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.1';
+  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.2';
 
 -- pg_dump keeps lease state with the data, so a restored database never reissues a token.
 SELECT ok('lease.leases'::regclass = ANY (extconfig),
