@@ -1,4 +1,4 @@
--- Bad input is an ERROR with the right SQLSTATE and changes nothing (SPEC §3).
+-- Bad input is an ERROR with the right SQLSTATE and changes nothing (docs/reference.md, "Errors").
 CREATE EXTENSION lease;
 
 CREATE FUNCTION pg_temp.outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$

@@ -1,4 +1,4 @@
--- The fence: lease.fenced_write and the lease.fence_trigger() trigger (SPEC §2, §4.3).
+-- The fence: lease.fenced_write and the lease.fence_trigger() trigger (docs/reference.md; guarantee 3 in docs/concepts.md).
 CREATE EXTENSION lease;
 
 CREATE FUNCTION pg_temp.outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$

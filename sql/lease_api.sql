@@ -1,4 +1,4 @@
--- Acquire, heartbeat, release and revoke: the lease life cycle (SPEC §2).
+-- Acquire, heartbeat, release and revoke: the lease life cycle (docs/reference.md).
 CREATE EXTENSION lease;
 
 -- A free name is granted, with the first token.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/crash/run.sh: fencing tokens and granted leases survive a crash
-# (immediate shutdown) and restart (SPEC §4.2), also when the granting sessions
+# (immediate shutdown) and restart (guarantee 2, docs/concepts.md), also when the granting sessions
 # run with synchronous_commit = off.
 #
 # On a throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/failover/run.sh: fencing tokens keep increasing across a failover to a
-# promoted streaming standby (SPEC §4.2), with synchronous and asynchronous
+# promoted streaming standby (guarantee 2, docs/concepts.md), with synchronous and asynchronous
 # replication, and across restores (pg_dump, point-in-time recovery); tokens
 # of the old server are fenced off on the new one. See the "High availability
 # and failover" section of docs/operations.md.

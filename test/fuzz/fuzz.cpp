@@ -1,5 +1,5 @@
 // test/fuzz/fuzz.cpp: calls every function of the lease API with random and
-// hostile arguments and checks SPEC §3: every error has the right SQLSTATE
+// hostile arguments and checks the error contract of docs/reference.md: every error has the right SQLSTATE
 // (never XX000), the backend never crashes and stays usable, lease state
 // never changes on error, nothing leaks memory across calls, including under
 // concurrent calls from several connections.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/fuzz/run.sh [fuzz options...]: the API fuzzer (SPEC §3). Builds
+# test/fuzz/run.sh [fuzz options...]: the API fuzzer (docs/reference.md, "Errors"). Builds
 # test/fuzz/fuzz.cpp (C++17, libpq), starts a throwaway cluster of its own
 # (scripts/lib.sh; port LEASE_TEST_PORT, default 54365) and calls every
 # function of the extension with random and hostile arguments, sequentially

@@ -1,5 +1,5 @@
--- test/pgtap/api.sql: behaviour of every lease function (SPEC §2), bad input
--- (SPEC §3) and lease.status. Token numbers are never hard-coded: they are kept
+-- test/pgtap/api.sql: behaviour of every lease function (docs/reference.md), bad input
+-- (docs/reference.md, "Errors") and lease.status. Token numbers are never hard-coded: they are kept
 -- in tap.tok and compared with each other.
 BEGIN;
 CREATE EXTENSION lease;
@@ -234,7 +234,7 @@ SELECT is((SELECT (owner, token, ttl, acquired_at, renewed_at, expires_at) FROM 
     'status shows the lease row''s columns');
 
 ------------------------------------------------------------------------------
--- Bad input (SPEC §3): the right SQLSTATE and no state change.
+-- Bad input (docs/reference.md, "Errors"): the right SQLSTATE and no state change.
 ------------------------------------------------------------------------------
 SELECT tap.snap('bad');
 

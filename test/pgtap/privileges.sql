@@ -1,5 +1,5 @@
 -- test/pgtap/privileges.sql: what an ordinary application role may and may not do
--- (SPEC §1 "Application roles must not be able to ...", §2 lease_revoke admin only).
+-- (docs/reference.md, "Privileges": application roles change lease state only through the functions; lease_revoke and prune are admin only).
 BEGIN;
 CREATE EXTENSION lease;
 SELECT plan(58);

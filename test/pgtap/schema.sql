@@ -1,4 +1,4 @@
--- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (SPEC §1, §2).
+-- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
 SELECT plan(98);

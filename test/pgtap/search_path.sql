@@ -1,5 +1,5 @@
 -- test/pgtap/search_path.sql: nothing in the extension depends on the caller's
--- search_path (SPEC §1; STYLE.md "Security").
+-- search_path (docs/reference.md, "Conventions": nothing depends on the caller's search_path).
 --
 -- An unprivileged role puts a schema of its own (and pg_temp) in front of
 -- pg_catalog and fills it with look-alikes of what the extension uses: tables
