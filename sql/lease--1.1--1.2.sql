@@ -45,3 +45,227 @@ COMMENT ON SEQUENCE lease.token_epoch_mark IS
     'Which token epoch last leapt lease.fencing_token_seq (a hash of its identity), so that one epoch leaps once.';
 
 REVOKE ALL ON SEQUENCE lease.token_epoch_mark FROM PUBLIC;
+
+-- role: the role that took the grant (NULL for grants made before 1.2, which
+-- any role may renew until they are granted again); session: the session a
+-- lease was acquired under.
+ALTER TABLE lease.leases ADD COLUMN role regrole, ADD COLUMN session bigint;
+
+DROP FUNCTION lease.lease_acquire(text, text, interval);
+
+CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
+                                    wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_acquire';
+
+COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
+    'Grants the lease to owner if it is free, expired or already owner''s; returns a fresh fencing token, or NULL if someone else holds it after waiting up to wait.';
+
+-- Waiting acquire (docs/concepts.md, "Waiting for a lease"): lease_acquire with
+-- wait > 0 queues in arrival order and sleeps until the lease can be granted;
+-- the procedure form waits holding no snapshot.
+CREATE PROCEDURE lease.acquire_wait(name text, owner text, ttl interval, wait interval,
+                                    INOUT token bigint DEFAULT NULL)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'lease_acquire_wait';
+
+COMMENT ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) IS
+    'lease_acquire with a wait, as a procedure: called outside a transaction block it commits between its checks and holds no snapshot while it waits.';
+
+-- Sessions (docs/concepts.md, "Sessions"): one keepalive keeps every lease
+-- acquired under the session; a lease of a session is live exactly while the
+-- session is. Session ids come from their own sequence and are never reused.
+CREATE SEQUENCE lease.session_id_seq AS bigint MINVALUE 1 NO CYCLE;
+
+CREATE TABLE lease.sessions (
+    id          bigint      NOT NULL PRIMARY KEY,
+    owner       text        NOT NULL,
+    role        regrole     NOT NULL,
+    ttl         interval    NOT NULL,
+    opened_at   timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    closed_at   timestamptz,
+    bound_pid   integer
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE lease.sessions IS
+    'One row per session; a session is live while not closed, not expired and, when bound_pid is set, while that backend lives. Change it only through the session functions.';
+
+CREATE INDEX leases_session ON lease.leases (session) WHERE session IS NOT NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.sessions', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.session_id_seq', '');
+
+CREATE FUNCTION lease.session_open(owner text, ttl interval DEFAULT '20 seconds',
+                                   bind_to_connection boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_session_open';
+
+COMMENT ON FUNCTION lease.session_open(text, interval, boolean) IS
+    'Opens a session for owner, live for ttl unless kept alive; bound to this connection, it also ends when the connection does. Returns its id.';
+
+CREATE FUNCTION lease.session_keepalive(session bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_session_keepalive';
+
+COMMENT ON FUNCTION lease.session_keepalive(bigint, interval) IS
+    'Extends a live session, and so every lease acquired under it, to clock_timestamp() + ttl; false if it is closed or expired.';
+
+CREATE FUNCTION lease.session_close(session bigint)
+RETURNS integer
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_session_close';
+
+COMMENT ON FUNCTION lease.session_close(bigint) IS
+    'Closes a session and releases every lease it still holds, at once; returns how many (0 when already closed).';
+
+CREATE FUNCTION lease.session_acquire(session bigint, name text, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_session_acquire';
+
+COMMENT ON FUNCTION lease.session_acquire(bigint, text, interval) IS
+    'Acquires a lease under a live session (owner: the session''s owner); returns a fresh token, or NULL if another holder keeps it past wait.';
+
+-- Events and history (docs/concepts.md, "Events and history").
+CREATE TABLE lease.history (
+    at      timestamptz NOT NULL,
+    event   text        NOT NULL,
+    name    text,
+    token   bigint,
+    owner   text,
+    session bigint,
+    role    regrole
+);
+
+COMMENT ON TABLE lease.history IS
+    'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history().';
+
+CREATE INDEX history_name_at ON lease.history (name, at);
+CREATE INDEX history_token ON lease.history (token);
+
+SELECT pg_catalog.pg_extension_config_dump('lease.history', '');
+
+CREATE FUNCTION lease.expire_due()
+RETURNS integer
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_expire_due';
+
+COMMENT ON FUNCTION lease.expire_due() IS
+    'Admin: reports every lease that has expired (or whose session ended) and was not reported yet: an expired event each, and the lease becomes free. Returns how many.';
+
+CREATE FUNCTION lease.prune_history()
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_prune_history';
+
+COMMENT ON FUNCTION lease.prune_history() IS
+    'Admin: deletes history rows older than lease.history_retention; returns how many.';
+
+-- Counters: sequences, because they count what rolls back too (a rejected
+-- fenced write) and no row is shared by every grant.
+CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_denials AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_waits AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_takeovers AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_releases AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_revokes AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_fence_rejections AS bigint MINVALUE 0 START 0 NO CYCLE;
+
+CREATE VIEW lease.stats AS
+SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_denials) AS denials,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_waits) AS waits,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_takeovers) AS takeovers,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_releases) AS releases,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_revokes) AS revokes,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections) AS fence_rejections;
+
+COMMENT ON VIEW lease.stats IS
+    'Counters since installation: grants, denials (NULL answers), waits, takeovers (grants after an expiry), releases, revokes, fence rejections (LF001).';
+
+-- Access (docs/reference.md, "Privileges"): a grant records the role that
+-- took it; prefix rules confine names to roles.
+CREATE TABLE lease.prefix_rules (
+    prefix text    NOT NULL,
+    role   regrole NOT NULL,
+    PRIMARY KEY (prefix, role)
+);
+
+COMMENT ON TABLE lease.prefix_rules IS
+    'Names under a prefix with rules can be acquired only by members of an allowed role (the longest matching prefix decides). Change it with lease.allow and lease.disallow.';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.prefix_rules', '');
+
+CREATE FUNCTION lease.allow(role regrole, prefix text)
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_allow';
+
+COMMENT ON FUNCTION lease.allow(regrole, text) IS
+    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
+
+CREATE FUNCTION lease.disallow(role regrole, prefix text)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_disallow';
+
+COMMENT ON FUNCTION lease.disallow(regrole, text) IS
+    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
+
+GRANT SELECT ON lease.sessions, lease.history, lease.stats, lease.prefix_rules TO PUBLIC;
+REVOKE ALL ON SEQUENCE lease.session_id_seq, lease.stat_grants, lease.stat_denials, lease.stat_waits,
+    lease.stat_takeovers, lease.stat_releases, lease.stat_revokes, lease.stat_fence_rejections FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease.expire_due(), lease.prune_history(), lease.allow(regrole, text),
+    lease.disallow(regrole, text) FROM PUBLIC;
+
+-- A session lease (session is set) lives as long as its session: its own
+-- expires_at is 'infinity' and the view shows the session's. A session bound
+-- to a connection also ends when that backend exits and lets go of the
+-- session's advisory lock (objsubid 19522 = "LB").
+CREATE OR REPLACE VIEW lease.status AS
+SELECT l.name,
+       l.owner,
+       l.token,
+       CASE
+           WHEN l.owner IS NULL THEN 'free'
+           WHEN e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
+           ELSE 'expired'
+       END AS state,
+       CASE
+           WHEN l.owner IS NOT NULL AND e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now
+           THEN pg_catalog.date_trunc('milliseconds', e.expires_at OPERATOR(pg_catalog.-) c.now)
+       END AS expires_in,
+       l.ttl,
+       l.acquired_at,
+       l.renewed_at,
+       e.expires_at,
+       l.role,
+       l.session
+FROM lease.leases AS l
+CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c
+LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN l.session IS NULL THEN l.expires_at ELSE s.expires_at END AS expires_at,
+           l.session IS NULL
+           OR (s.closed_at IS NULL
+               AND (s.bound_pid IS NULL
+                    OR EXISTS (SELECT FROM pg_catalog.pg_locks AS k
+                                WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+                                  AND k.objsubid OPERATOR(pg_catalog.=) 19522
+                                  AND k.granted
+                                  AND k.database OPERATOR(pg_catalog.=)
+                                      (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                                  AND k.classid OPERATOR(pg_catalog.=)
+                                      pg_catalog.oid(s.id OPERATOR(pg_catalog.>>) 32)
+                                  AND k.objid OPERATOR(pg_catalog.=)
+                                      pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))) AS alive
+) AS e;
+
+COMMENT ON VIEW lease.status IS
+    'Leases at a glance: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held lease.';

@@ -1,12 +1,20 @@
 -- Upgrading 1.0 to 1.1 to 1.2 must give exactly the objects and privileges of a fresh 1.2.
 CREATE TEMP TABLE objects (source text, description text, acl text);
--- Every member object of the installed extension, with its privileges and options.
+-- Every member object of the installed extension, with its privileges, options,
+-- columns, view and index definitions and function signatures.
 CREATE TEMP VIEW extension_objects AS
 SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS description,
-       coalesce((SELECT concat(relacl, ' ', reloptions) FROM pg_class
-                  WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
-                (SELECT concat(proacl, ' ', proconfig) FROM pg_proc
-                  WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
+       coalesce((SELECT concat(relacl, ' ', reloptions, ' ',
+                               (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod)
+                                                  || CASE WHEN attnotnull THEN ' not null' ELSE '' END, ', '
+                                                  ORDER BY attnum)
+                                  FROM pg_attribute WHERE attrelid = d.objid AND attnum > 0 AND NOT attisdropped),
+                               ' ', CASE WHEN relkind = 'v' THEN pg_get_viewdef(d.objid) END,
+                               ' ', CASE WHEN relkind = 'i' THEN pg_get_indexdef(d.objid) END)
+                  FROM pg_class WHERE oid = d.objid AND d.classid = 'pg_class'::regclass),
+                (SELECT concat(proacl, ' ', proconfig, ' ', pg_get_function_arguments(oid), ' ',
+                               pg_get_function_result(oid), ' ', provolatile, proparallel, prokind)
+                  FROM pg_proc WHERE oid = d.objid AND d.classid = 'pg_proc'::regclass),
                 (SELECT nspacl::text FROM pg_namespace
                   WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass)) AS acl
 FROM pg_depend AS d

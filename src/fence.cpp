@@ -3,6 +3,7 @@
 #include "arguments.hpp"
 #include "core.hpp"
 #include "lease_store.hpp"
+#include "sessions.hpp"
 
 #include <algorithm>
 #include <ctime>
@@ -107,8 +108,9 @@ void forget_on_subtransaction_abort(SubXactEvent event, SubTransactionId, SubTra
         forget_passed_fence_checks();
 }
 
-[[noreturn]] void reject(const text* name, int64 token, const LeaseState& state)
+[[noreturn]] void reject(const text* name, int64 token, const LeaseState& state, TimestampTz expired_at)
 {
+    count_event(Counter::fence_rejections);
     const char* lease_name = text_to_cstring(name);
     if (!state.found)
         ereport(ERROR, (errcode(errcode_fence_rejected),
@@ -127,14 +129,19 @@ void forget_on_subtransaction_abort(SubXactEvent event, SubTransactionId, SubTra
                         errdetail("The lease has been granted or revoked since this token was issued; "
                                   "the writer holding token %lld must stop.",
                                   static_cast<long long>(token))));
-    if (!state.has_owner)
+    if (state.owner == nullptr)
         ereport(ERROR, (errcode(errcode_fence_rejected),
                         errmsg("fencing token %lld for lease \"%s\" is no longer live: the lease was released",
                                static_cast<long long>(token), lease_name)));
+    if (state.session != 0)
+        ereport(ERROR, (errcode(errcode_fence_rejected),
+                        errmsg("fencing token %lld for lease \"%s\" is no longer live: its session %lld ended",
+                               static_cast<long long>(token), lease_name, static_cast<long long>(state.session)),
+                        errhint("Keep the session alive more often than its ttl, or acquire the lease again.")));
     ereport(ERROR, (errcode(errcode_fence_rejected),
                     errmsg("fencing token %lld for lease \"%s\" is no longer live: the lease expired",
                            static_cast<long long>(token), lease_name),
-                    errdetail("It expired at %s.", timestamptz_to_str(state.expires_at)),
+                    errdetail("It expired at %s.", timestamptz_to_str(expired_at)),
                     errhint("Heartbeat more often than the ttl, or acquire the lease again.")));
     pg_unreachable();
 }
@@ -500,11 +507,13 @@ void fence_check(const text* name, int64 token)
     // Read only after the lock is held: a grant that committed while we waited
     // for it must be visible now.
     const LeaseState state = read_latest(name);
-    if (state.found && state.token == token && state.has_owner && state.expires_at > GetCurrentTimestamp()) {
-        remember_pass(name, token, state.expires_at);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (state.found && state.token == token && grant_live(state, GetCurrentTimestamp(), &expiry, &bound_session)) {
+        remember_pass(name, token, expiry);
         return;
     }
-    reject(name, token, state);
+    reject(name, token, state, expiry);
 }
 
 Datum fence_trigger(FunctionCallInfo fcinfo)

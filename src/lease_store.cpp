@@ -4,28 +4,16 @@ namespace lease {
 
 namespace {
 
-// The fence lock shares the advisory lock space of pg_locks (locktype
-// 'advisory'); this objsubid keeps it apart from pg_advisory_lock's keys, which
-// use 1 and 2. Operators find fence locks with objsubid = 19526.
-constexpr uint16 fence_lock_kind = 0x4C46;  // "LF"
+// Lease locks share the advisory lock space of pg_locks (locktype
+// 'advisory'); their objsubid keeps them apart from pg_advisory_lock's keys,
+// which use 1 and 2. Operators find fence locks with objsubid = 19526.
+constexpr uint16 fence_lock_kind = 0x4C46;          // "LF"
+constexpr uint16 queue_lock_kind = 0x4C51;          // "LQ"
+constexpr uint16 bound_session_lock_kind = 0x4C42;  // "LB" (lease.status knows it as 19522)
+constexpr uint16 session_watch_lock_kind = 0x4C57;  // "LW"
 // One lock per database, held only while a new token epoch leaps the sequence.
 constexpr uint16 epoch_lock_kind = 0x4C45;  // "LE"
-constexpr uint64 fence_lock_hash_seed = 0x6c65617365ULL;
-
-enum Query {
-    query_grant,
-    query_create,
-    query_heartbeat,
-    query_release,
-    query_revoke,
-    query_prune,
-    query_epoch_recorded,
-    query_epoch_leap,
-    query_epoch_log,
-    query_epoch_leapt,
-    query_epoch_mark,
-    query_count
-};
+constexpr uint64 lock_hash_seed = 0x6c65617365ULL;
 
 // How far the token sequence leaps on a server identity or timeline that has
 // not issued tokens yet: far more tokens than a lost WAL tail can hold.
@@ -34,35 +22,76 @@ constexpr int64 token_epoch_gap = INT64CONST(1) << 32;
 struct QuerySpec {
     const char* sql;
     int nargs;
-    Oid argtypes[5];
+    Oid argtypes[8];
 };
 
 // Every name is schema-qualified and every operator is pg_catalog's, so no
-// caller's search_path can redirect these queries.
-constexpr QuerySpec query_specs[query_count] = {
-    // A grant runs with the fence lock held in ExclusiveLock, so no other
-    // change of this lease made through the functions is in flight, and no
-    // transaction holds a row lock on it: the functions lock a lease row only
-    // by changing it, and then keep the fence lock to the end. So these plain
-    // statements never wait. (Two small statements start the executor faster
-    // than one with two data-modifying CTEs.)
+// caller's search_path can redirect these queries. Queries named *_v11 serve
+// a catalog not yet updated to 1.2 (no role or session columns).
+enum Query {
+    query_grant,
+    query_grant_v11,
+    query_create,
+    query_create_v11,
+    query_heartbeat,
+    query_heartbeat_v11,
+    query_release,
+    query_release_v11,
+    query_expire,
+    query_revoke,
+    query_revoke_v11,
+    query_prune,
+    query_expiry_candidates,
+    query_session_open,
+    query_session_keepalive,
+    query_session_free_leases,
+    query_session_mark_closed,
+    query_history,
+    query_prune_history,
+    query_prefix_rules,
+    query_allow,
+    query_disallow,
+    query_epoch_recorded,
+    query_epoch_leap,
+    query_epoch_log,
+    query_epoch_leapt,
+    query_epoch_mark,
+    query_count
+};
 
-    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at): a free,
-    // expired or same-owner lease.
+constexpr QuerySpec query_specs[query_count] = {
+    // A grant runs with the fence lock held in ExclusiveLock after reading
+    // the lease and deciding it may be granted, so no other change of this
+    // lease made through the functions is in flight (heartbeat and release
+    // need the fence lock too): these plain statements never wait, unless
+    // lease.prune is deleting the row.
+
+    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at, $6 role, $7 session)
+    {"UPDATE lease.leases"
+     "   SET owner = $2,"
+     "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5, role = $6, session = $7"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     " RETURNING token",
+     7,
+     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}},
     {"UPDATE lease.leases"
      "   SET owner = $2,"
      "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
      "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5"
      " WHERE name OPERATOR(pg_catalog.=) $1"
-     "   AND (owner IS NULL"
-     "        OR expires_at OPERATOR(pg_catalog.<=) $4"
-     "        OR owner OPERATOR(pg_catalog.=) $2)"
      " RETURNING token",
      5,
      {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // create($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at): a new name;
-    // nothing when the lease exists (held by someone else).
+    // create(as grant): a new name; nothing when the lease exists.
+    {"INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
+     " SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "        $3, $4, $4, $5, $6, $7"
+     "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)"
+     " RETURNING token",
+     7,
+     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}},
     {"INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at)"
      " SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
      "        $3, $4, $4, $5"
@@ -71,7 +100,22 @@ constexpr QuerySpec query_specs[query_count] = {
      5,
      {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL)
+    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL,
+    // $5 caller's role, $6 caller is admin): the role test is what makes a
+    // heartbeat by another application fail; it is true at once for the
+    // grant's own role.
+    {"UPDATE lease.leases"
+     "   SET renewed_at = $3,"
+     "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL"
+     "   AND expires_at OPERATOR(pg_catalog.>) $3"
+     "   AND session IS NULL"
+     "   AND (role IS NULL OR role OPERATOR(pg_catalog.=) $5 OR $6"
+     "        OR pg_catalog.pg_has_role($5::pg_catalog.oid, role::pg_catalog.oid, 'USAGE'))",
+     6,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, BOOLOID}},
     {"UPDATE lease.leases"
      "   SET renewed_at = $3,"
      "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
@@ -82,7 +126,16 @@ constexpr QuerySpec query_specs[query_count] = {
      4,
      {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // release($1 name, $2 token, $3 now)
+    // release($1 name, $2 token, $3 now): the caller has checked the grant is
+    // live and its own; this guards against a release or revoke that
+    // committed since.
+    {"UPDATE lease.leases"
+     "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL",
+     3,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
     {"UPDATE lease.leases"
      "   SET owner = NULL, expires_at = $3"
      " WHERE name OPERATOR(pg_catalog.=) $1"
@@ -92,7 +145,24 @@ constexpr QuerySpec query_specs[query_count] = {
      3,
      {TEXTOID, INT8OID, TIMESTAMPTZOID}},
 
+    // expire($1 name, $2 token, $3 now): an ended grant, once reported.
+    {"UPDATE lease.leases"
+     "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL",
+     3,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
+
     // revoke($1 name, $2 now)
+    {"UPDATE lease.leases"
+     "   SET owner = NULL,"
+     "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "       expires_at = LEAST(expires_at, $2), session = NULL"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     " RETURNING token",
+     2,
+     {TEXTOID, TIMESTAMPTZOID}},
     {"UPDATE lease.leases"
      "   SET owner = NULL,"
      "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
@@ -102,10 +172,75 @@ constexpr QuerySpec query_specs[query_count] = {
      2,
      {TEXTOID, TIMESTAMPTZOID}},
 
-    // prune($1 cutoff): leases free or expired since cutoff (no later than now).
+    // prune($1 cutoff): leases free or expired since cutoff (no later than
+    // now). A session lease's own expires_at is 'infinity' until it is freed.
     {"DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
      1,
      {TIMESTAMPTZOID}},
+
+    // expiry_candidates($1 now)
+    {"SELECT l.name FROM lease.leases AS l"
+     "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session"
+     " WHERE l.owner IS NOT NULL"
+     "   AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.<=) $1"
+     "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
+     "                 OR s.bound_pid IS NOT NULL END",
+     1,
+     {TIMESTAMPTZOID}},
+
+    // session_open($1 owner, $2 role, $3 ttl, $4 now, $5 expires_at, $6 bound pid or NULL)
+    {"INSERT INTO lease.sessions (id, owner, role, ttl, opened_at, renewed_at, expires_at, bound_pid)"
+     " VALUES (pg_catalog.nextval('lease.session_id_seq'::pg_catalog.regclass), $1, $2, $3, $4, $4, $5, $6)"
+     " RETURNING id",
+     6,
+     {TEXTOID, REGROLEOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}},
+
+    // session_keepalive($1 session, $2 now, $3 explicit expires_at or NULL):
+    // one row, however many leases the session holds.
+    {"UPDATE lease.sessions"
+     "   SET renewed_at = $2, expires_at = COALESCE($3, $2 OPERATOR(pg_catalog.+) ttl)"
+     " WHERE id OPERATOR(pg_catalog.=) $1"
+     "   AND closed_at IS NULL"
+     "   AND expires_at OPERATOR(pg_catalog.>) $2",
+     3,
+     {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
+
+    // session_free_leases($1 session, $2 now)
+    {"UPDATE lease.leases"
+     "   SET owner = NULL, expires_at = LEAST(expires_at, $2), session = NULL"
+     " WHERE session OPERATOR(pg_catalog.=) $1 AND owner IS NOT NULL"
+     " RETURNING name, token",
+     2,
+     {INT8OID, TIMESTAMPTZOID}},
+
+    // session_mark_closed($1 session, $2 now)
+    {"UPDATE lease.sessions SET closed_at = $2"
+     " WHERE id OPERATOR(pg_catalog.=) $1 AND closed_at IS NULL",
+     2,
+     {INT8OID, TIMESTAMPTZOID}},
+
+    // history($1 at, $2 event, $3 name, $4 token, $5 owner, $6 session, $7 role)
+    {"INSERT INTO lease.history (at, event, name, token, owner, session, role)"
+     " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+     7,
+     {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID}},
+
+    // prune_history($1 cutoff)
+    {"DELETE FROM lease.history WHERE at OPERATOR(pg_catalog.<) $1", 1, {TIMESTAMPTZOID}},
+
+    // prefix_rules
+    {"SELECT prefix, role FROM lease.prefix_rules", 0, {}},
+
+    // allow($1 role, $2 prefix)
+    {"INSERT INTO lease.prefix_rules (prefix, role) VALUES ($2, $1) ON CONFLICT DO NOTHING",
+     2,
+     {REGROLEOID, TEXTOID}},
+
+    // disallow($1 role, $2 prefix)
+    {"DELETE FROM lease.prefix_rules"
+     " WHERE prefix OPERATOR(pg_catalog.=) $2 AND role OPERATOR(pg_catalog.=) $1",
+     2,
+     {REGROLEOID, TEXTOID}},
 
     // epoch_recorded($1 system identifier, $2 timeline, $3 extension): has this
     // epoch issued tokens?
@@ -116,7 +251,6 @@ constexpr QuerySpec query_specs[query_count] = {
      "                  AND first_token IS NOT NULL)",
      3,
      {INT8OID, INT4OID, OIDOID}},
-
     // epoch_leap($1 system identifier, $2 timeline, $3 extension, $4 gap):
     // leaps the sequence by the gap if another epoch is logged. (The very
     // first epoch of an installation starts where the sequence is.)
@@ -151,13 +285,22 @@ constexpr QuerySpec query_specs[query_count] = {
      {INT8OID}},
 };
 
-// Columns of lease.leases, as the extension script creates them.
+// Columns of lease.leases and lease.sessions, as the extension scripts create them.
 constexpr AttrNumber leases_column_name = 1;
 constexpr AttrNumber leases_column_owner = 2;
 constexpr AttrNumber leases_column_token = 3;
 constexpr AttrNumber leases_column_expires_at = 7;
+constexpr AttrNumber leases_column_role = 8;
+constexpr AttrNumber leases_column_session = 9;
+constexpr AttrNumber sessions_column_id = 1;
+constexpr AttrNumber sessions_column_owner = 2;
+constexpr AttrNumber sessions_column_role = 3;
+constexpr AttrNumber sessions_column_ttl = 4;
+constexpr AttrNumber sessions_column_expires_at = 7;
+constexpr AttrNumber sessions_column_closed_at = 8;
+constexpr AttrNumber sessions_column_bound_pid = 9;
 
-// Prepared once per backend; the plan cache re-plans them if lease.leases changes.
+// Prepared once per backend; the plan cache re-plans them if a table changes.
 SPIPlanPtr prepared_plans[query_count];
 
 SPIPlanPtr plan_for(Query query)
@@ -179,7 +322,7 @@ SPIPlanPtr plan_for(Query query)
 // state is always read and changed through a fresh snapshot (as ri_triggers.c
 // does for referential checks); a concurrent change still in flight then makes
 // an UPDATE fail with 40001, as any update conflict does at those levels.
-int run(Query query, Datum* values, const char* nulls, bool read_only, bool force_latest)
+int run(Query query, Datum* values, const char* nulls, bool read_only, bool force_latest = false)
 {
     const Snapshot snapshot =
         (force_latest || IsolationUsesXactSnapshot()) ? GetLatestSnapshot() : InvalidSnapshot;
@@ -190,21 +333,23 @@ int run(Query query, Datum* values, const char* nulls, bool read_only, bool forc
     return rc;
 }
 
-int64 first_int8(bool* isnull)
+Datum result_value(uint64 row, int column, bool* isnull)
 {
-    return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull));
+    return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
 }
 
-void connect()
+int64 first_int8()
 {
-    if (SPI_connect() != SPI_OK_CONNECT)
-        elog(ERROR, "lease: SPI_connect failed");
+    bool isnull;
+    return DatumGetInt64(result_value(0, 1, &isnull));
 }
 
-void finish()
+// A copy of a text result that outlives SPI_finish.
+text* result_text(uint64 row, int column)
 {
-    if (SPI_finish() != SPI_OK_FINISH)
-        elog(ERROR, "lease: SPI_finish failed");
+    bool isnull;
+    const Datum value = result_value(row, column, &isnull);
+    return isnull ? nullptr : DatumGetTextPP(SPI_datumTransfer(value, false, -1));
 }
 
 // The lease functions run as their caller; only their own fixed queries on
@@ -220,19 +365,95 @@ struct CallerIdentity {
 
 // The extension's relations, looked up by name once per backend rather than
 // on every call, and forgotten when any of them is invalidated (dropped,
-// altered, re-owned) or the relation cache is reset. token_epochs is missing
-// until ALTER EXTENSION lease UPDATE TO '1.1', and token_epoch_mark until
-// '1.2', so they are looked for until found: this library keeps working with
-// an older catalog until it is updated.
+// altered, re-owned) or the relation cache is reset. Relations of later
+// versions are missing until ALTER EXTENSION lease UPDATE (token_epochs until
+// 1.1, the rest until 1.2), so they are looked for until found: this library
+// keeps serving an older catalog until it is updated.
+enum Relation_ {
+    rel_leases,
+    rel_token_sequence,
+    rel_token_epochs,
+    rel_token_epoch_mark,
+    rel_sessions,
+    rel_prefix_rules,
+    rel_stat_grants,  // the counters, in the order of Counter
+    rel_count = rel_stat_grants + static_cast<int>(Counter::count)
+};
+
+constexpr const char* relation_names[rel_count] = {
+    "leases",     "fencing_token_seq", "token_epochs", "token_epoch_mark", "sessions",
+    "prefix_rules", "stat_grants",     "stat_denials", "stat_waits",       "stat_takeovers",
+    "stat_releases", "stat_revokes",   "stat_fence_rejections"};
+
 struct LeaseRelations {
-    Oid leases;
+    Oid oids[rel_count];
     Oid leases_owner;
-    Oid token_sequence;
-    Oid token_epochs;
-    Oid token_epoch_mark;
+    bool complete;
 };
 
 LeaseRelations known_relations;
+
+void forget_relations(Datum, Oid relid)
+{
+    bool ours = relid == InvalidOid;
+    for (int r = 0; r < rel_count && !ours; ++r)
+        ours = relid == known_relations.oids[r];
+    if (ours)
+        known_relations = LeaseRelations{};
+}
+
+const LeaseRelations& lease_relations()
+{
+    static bool callback_registered = false;
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(forget_relations, static_cast<Datum>(0));
+        callback_registered = true;
+    }
+    if (known_relations.complete)
+        return known_relations;
+
+    // The catalog lookups below may process invalidations, which run
+    // forget_relations() while they are under way: what they found is kept
+    // only when no invalidation arrived meanwhile (PostgreSQL's own
+    // RangeVarGetRelidExtended() retries on the same counter).
+    for (;;) {
+        const uint64 invalidations_before = SharedInvalidMessageCounter;
+        const Oid schema = get_namespace_oid("lease", false);
+        LeaseRelations found = {};
+        found.complete = true;
+        for (int r = 0; r < rel_count; ++r) {
+            found.oids[r] = get_relname_relid(relation_names[r], schema);
+            found.complete = found.complete && OidIsValid(found.oids[r]);
+        }
+        const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(found.oids[rel_leases]));
+        if (!HeapTupleIsValid(row) || !OidIsValid(found.oids[rel_token_sequence]))
+            elog(ERROR, "lease: the tables of extension lease are missing");
+        found.leases_owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
+        ReleaseSysCache(row);
+        if (invalidations_before == SharedInvalidMessageCounter) {
+            known_relations = found;
+            return known_relations;
+        }
+    }
+}
+
+CallerIdentity connect_as_lease_owner()
+{
+    CallerIdentity caller;
+    GetUserIdAndSecContext(&caller.user, &caller.security_context);
+    SetUserIdAndSecContext(lease_relations().leases_owner,
+                           caller.security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "lease: SPI_connect failed");
+    return caller;
+}
+
+void finish_as_caller(const CallerIdentity& caller)
+{
+    if (SPI_finish() != SPI_OK_FINISH)
+        elog(ERROR, "lease: SPI_finish failed");
+    SetUserIdAndSecContext(caller.user, caller.security_context);
+}
 
 // The token epoch this backend has seen logged and committed, so it checks no
 // more; and the one its current transaction logged, which counts only once
@@ -266,75 +487,114 @@ void forget_epoch_on_subtransaction_abort(SubXactEvent event, SubTransactionId, 
         epoch_logged_here = EpochMemo{0, InvalidOid};
 }
 
-void forget_relations(Datum, Oid relid)
+void set_hashed_locktag(LOCKTAG* tag, const text* name, uint16 kind)
 {
-    if (relid == InvalidOid || relid == known_relations.leases || relid == known_relations.token_sequence ||
-        relid == known_relations.token_epochs || relid == known_relations.token_epoch_mark)
-        known_relations = LeaseRelations{InvalidOid, InvalidOid, InvalidOid, InvalidOid, InvalidOid};
+    const uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(name)),
+                                            static_cast<int>(VARSIZE_ANY_EXHDR(name)), lock_hash_seed);
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash), kind);
 }
 
-const LeaseRelations& lease_relations()
-{
-    static bool callback_registered = false;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(forget_relations, static_cast<Datum>(0));
-        callback_registered = true;
-    }
-    if (OidIsValid(known_relations.leases) && OidIsValid(known_relations.token_epoch_mark))
-        return known_relations;
+// Opens an index scan of the primary key of one of the extension's tables
+// for one key, on the latest snapshot. The key compares with the column's
+// collation, the index's: any other would descend the index in the wrong order.
+struct KeyScan {
+    Relation table;
+    Snapshot snapshot;
+    SysScanDesc scan;
+};
 
-    // The catalog lookups below may process invalidations, which run
-    // forget_relations() while they are under way: what they found is kept
-    // only when no invalidation arrived meanwhile (PostgreSQL's own
-    // RangeVarGetRelidExtended() retries on the same counter).
-    for (;;) {
-        const uint64 invalidations_before = SharedInvalidMessageCounter;
-        const Oid schema = get_namespace_oid("lease", false);
-        LeaseRelations found = {get_relname_relid("leases", schema), InvalidOid,
-                                get_relname_relid("fencing_token_seq", schema),
-                                get_relname_relid("token_epochs", schema),
-                                get_relname_relid("token_epoch_mark", schema)};
-        const HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(found.leases));
-        if (!HeapTupleIsValid(row) || !OidIsValid(found.token_sequence))
-            elog(ERROR, "lease: the tables of extension lease are missing");
-        found.leases_owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
-        ReleaseSysCache(row);
-        if (invalidations_before == SharedInvalidMessageCounter) {
-            known_relations = found;
-            return known_relations;
-        }
-    }
+KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, RegProcedure equality, Datum key_value)
+{
+    const AclResult allowed = pg_class_aclcheck(table_id, GetUserId(), ACL_SELECT);
+    if (allowed != ACLCHECK_OK)
+        aclcheck_error(allowed, OBJECT_TABLE, table_name);
+    KeyScan scan;
+    scan.table = table_open(table_id, AccessShareLock);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(scan.table);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.%s has no primary key", table_name);
+    ScanKeyData key;
+    ScanKeyEntryInitialize(&key, 0, column, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(RelationGetDescr(scan.table), column - 1)->attcollation, equality, key_value);
+    scan.snapshot = RegisterSnapshot(GetLatestSnapshot());
+    scan.scan = systable_beginscan(scan.table, primary_key, true, scan.snapshot, 1, &key);
+    return scan;
 }
 
-CallerIdentity connect_as_lease_owner()
+void end_key_scan(const KeyScan& scan)
 {
-    CallerIdentity caller;
-    GetUserIdAndSecContext(&caller.user, &caller.security_context);
-    SetUserIdAndSecContext(lease_relations().leases_owner,
-                           caller.security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
-    connect();
-    return caller;
+    systable_endscan(scan.scan);
+    UnregisterSnapshot(scan.snapshot);
+    table_close(scan.table, AccessShareLock);
 }
 
-void finish_as_caller(const CallerIdentity& caller)
+text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc)
 {
-    finish();
-    SetUserIdAndSecContext(caller.user, caller.security_context);
+    bool isnull;
+    const Datum value = heap_getattr(row, column, desc, &isnull);
+    return isnull ? nullptr : DatumGetTextPCopy(value);
 }
 
 }  // namespace
 
 void set_fence_locktag(LOCKTAG* tag, const text* name)
 {
-    const uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(name)),
-                                            static_cast<int>(VARSIZE_ANY_EXHDR(name)), fence_lock_hash_seed);
-    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash),
-                         fence_lock_kind);
+    set_hashed_locktag(tag, name, fence_lock_kind);
+}
+
+void set_queue_locktag(LOCKTAG* tag, const text* name)
+{
+    set_hashed_locktag(tag, name, queue_lock_kind);
+}
+
+void set_bound_session_locktag(LOCKTAG* tag, int64 session)
+{
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(session) >> 32),
+                         static_cast<uint32>(session), bound_session_lock_kind);
+}
+
+void set_session_watch_locktag(LOCKTAG* tag, int64 session)
+{
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(session) >> 32),
+                         static_cast<uint32>(session), session_watch_lock_kind);
+}
+
+bool catalog_has_sessions()
+{
+    return OidIsValid(lease_relations().oids[rel_sessions]);
+}
+
+void require_sessions_catalog(const char* what)
+{
+    if (!lease_relations().complete)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("%s needs version 1.2 of extension lease", what),
+                        errhint("Run ALTER EXTENSION lease UPDATE.")));
+}
+
+Oid prefix_rules_relation()
+{
+    return lease_relations().oids[rel_prefix_rules];
+}
+
+Oid lease_tables_owner()
+{
+    return lease_relations().leases_owner;
+}
+
+void count_event(Counter counter)
+{
+    // Nothing can be counted where nothing can be written.
+    if (XactReadOnly || RecoveryInProgress())
+        return;
+    const Oid sequence = lease_relations().oids[rel_stat_grants + static_cast<int>(counter)];
+    if (OidIsValid(sequence))
+        (void) nextval_internal(sequence, false);
 }
 
 void make_tokens_durable()
 {
-    const Relation sequence = relation_open(lease_relations().token_sequence, AccessShareLock);
+    const Relation sequence = relation_open(lease_relations().oids[rel_token_sequence], AccessShareLock);
     const Buffer buffer = ReadBuffer(sequence, 0);
     LockBuffer(buffer, BUFFER_LOCK_SHARE);
     const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
@@ -349,7 +609,7 @@ void ensure_token_epoch()
     if (RecoveryInProgress())
         return;
     // Until ALTER EXTENSION lease UPDATE TO '1.1', there is nowhere to record epochs.
-    const Oid epochs = lease_relations().token_epochs;
+    const Oid epochs = lease_relations().oids[rel_token_epochs];
     if (!OidIsValid(epochs))
         return;
     // The timeline changes only at promotion, when every backend still here
@@ -368,7 +628,7 @@ void ensure_token_epoch()
     Datum values[4] = {Int64GetDatum(static_cast<int64>(system_identifier)), Int32GetDatum(static_cast<int32>(timeline)),
                        ObjectIdGetDatum(installation), Int64GetDatum(token_epoch_gap)};
     Datum mark_value[1] = {Int64GetDatum(mark)};
-    const bool has_mark = OidIsValid(lease_relations().token_epoch_mark);
+    const bool has_mark = OidIsValid(lease_relations().oids[rel_token_epoch_mark]);
     const CallerIdentity caller = connect_as_lease_owner();
     bool isnull;
     run(query_epoch_recorded, values, nullptr, true, true);
@@ -416,100 +676,113 @@ LeaseState read_latest(const text* name)
     // through the primary key directly: starting an executor for a one-row
     // lookup would cost several times the lookup. It runs as the caller, who
     // needs SELECT on lease.leases as for any read.
-    const Oid leases_id = lease_relations().leases;
-    const AclResult allowed = pg_class_aclcheck(leases_id, GetUserId(), ACL_SELECT);
-    if (allowed != ACLCHECK_OK)
-        aclcheck_error(allowed, OBJECT_TABLE, "leases");
-
-    const Relation leases = table_open(leases_id, AccessShareLock);
-    const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
-    if (!OidIsValid(primary_key))
-        elog(ERROR, "lease: lease.leases has no primary key");
-    // The key compares with the column's collation, the index's: any other
-    // would descend the index in the wrong order.
-    ScanKeyData key;
-    ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
-                           TupleDescAttr(RelationGetDescr(leases), leases_column_name - 1)->attcollation, F_TEXTEQ,
-                           PointerGetDatum(name));
-    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-    const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
-
-    LeaseState state = {false, 0, false, 0};
-    const HeapTuple row = systable_getnext(scan);
+    const KeyScan scan = begin_key_scan(lease_relations().oids[rel_leases], "leases", leases_column_name, F_TEXTEQ,
+                                        PointerGetDatum(name));
+    LeaseState state = {false, 0, nullptr, 0, InvalidOid, 0};
+    const HeapTuple row = systable_getnext(scan.scan);
     if (HeapTupleIsValid(row)) {
-        const TupleDesc desc = RelationGetDescr(leases);
+        const TupleDesc desc = RelationGetDescr(scan.table);
         bool isnull;
         state.found = true;
         state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
-        (void) heap_getattr(row, leases_column_owner, desc, &isnull);
-        state.has_owner = !isnull;
+        state.owner = copy_text_attribute(row, leases_column_owner, desc);
         state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
+        if (desc->natts >= leases_column_session) {
+            const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
+            state.role = isnull ? InvalidOid : DatumGetObjectId(role);
+            const Datum session = heap_getattr(row, leases_column_session, desc, &isnull);
+            state.session = isnull ? 0 : DatumGetInt64(session);
+        }
     }
-    systable_endscan(scan);
-    UnregisterSnapshot(snapshot);
-    table_close(leases, AccessShareLock);
+    end_key_scan(scan);
     return state;
 }
 
-bool store_acquire(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
-                   TimestampTz expires_at, int64* token)
+SessionState read_session(int64 session)
 {
-    Datum values[5] = {PointerGetDatum(name), PointerGetDatum(owner), PointerGetDatum(ttl),
-                       TimestampTzGetDatum(now), TimestampTzGetDatum(expires_at)};
-    bool granted = false;
-
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_grant, values, nullptr, false, false);
-    if (SPI_processed == 0)
-        run(query_create, values, nullptr, false, false);
-    if (SPI_processed == 1) {
+    const KeyScan scan = begin_key_scan(lease_relations().oids[rel_sessions], "sessions", sessions_column_id, F_INT8EQ,
+                                        Int64GetDatum(session));
+    SessionState state = {false, nullptr, InvalidOid, nullptr, 0, false, 0};
+    const HeapTuple row = systable_getnext(scan.scan);
+    if (HeapTupleIsValid(row)) {
+        const TupleDesc desc = RelationGetDescr(scan.table);
         bool isnull;
-        *token = first_int8(&isnull);
-        granted = true;
+        state.found = true;
+        state.owner = copy_text_attribute(row, sessions_column_owner, desc);
+        state.role = DatumGetObjectId(heap_getattr(row, sessions_column_role, desc, &isnull));
+        state.ttl = DatumGetIntervalP(datumCopy(heap_getattr(row, sessions_column_ttl, desc, &isnull), false,
+                                                sizeof(Interval)));
+        state.expires_at = DatumGetTimestampTz(heap_getattr(row, sessions_column_expires_at, desc, &isnull));
+        (void) heap_getattr(row, sessions_column_closed_at, desc, &isnull);
+        state.closed = !isnull;
+        const Datum pid = heap_getattr(row, sessions_column_bound_pid, desc, &isnull);
+        state.bound_pid = isnull ? 0 : DatumGetInt32(pid);
     }
-    finish_as_caller(caller);
-    return granted;
+    end_key_scan(scan);
+    return state;
 }
 
-bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
+int64 store_grant(const text* name, const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at,
+                  Oid role, int64 session)
 {
-    Datum values[4] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now),
-                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
-    const char nulls[4] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n'};
+    const bool sessions = catalog_has_sessions();
+    Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
+                       PointerGetDatum(ttl),         TimestampTzGetDatum(now),
+                       TimestampTzGetDatum(expires_at), ObjectIdGetDatum(role),
+                       Int64GetDatum(session)};
+    const char nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', session != 0 ? ' ' : 'n'};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_heartbeat, values, nulls, false, false);
+    run(sessions ? query_grant : query_grant_v11, values, nulls, false);
+    if (SPI_processed == 0)
+        run(sessions ? query_create : query_create_v11, values, nulls, false);
+    if (SPI_processed != 1)
+        elog(ERROR, "lease: the grant of lease \"%s\" wrote no row", text_to_cstring(name));
+    const int64 token = first_int8();
+    finish_as_caller(caller);
+    return token;
+}
+
+bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at, Oid role,
+                     bool admin)
+{
+    Datum values[6] = {PointerGetDatum(name),
+                       Int64GetDatum(token),
+                       TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0),
+                       ObjectIdGetDatum(role),
+                       BoolGetDatum(admin)};
+    const char nulls[6] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n', ' ', ' '};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(catalog_has_sessions() ? query_heartbeat : query_heartbeat_v11, values, nulls, false);
     const bool extended = SPI_processed == 1;
     finish_as_caller(caller);
     return extended;
 }
 
-bool store_release(const text* name, int64 token, TimestampTz now)
+namespace {
+
+bool update_grant(Query query, const text* name, int64 token, TimestampTz now)
 {
     Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
-
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_release, values, nullptr, false, false);
-    const bool released = SPI_processed == 1;
+    run(query, values, nullptr, false);
+    const bool changed = SPI_processed == 1;
     finish_as_caller(caller);
-    return released;
+    return changed;
 }
 
-int64 store_prune(TimestampTz cutoff)
-{
-    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+}  // namespace
 
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_prune, values, nullptr, false, false);
-    const int64 pruned = static_cast<int64>(SPI_processed);
-    finish_as_caller(caller);
-    return pruned;
+bool store_release(const text* name, int64 token, TimestampTz now)
+{
+    return update_grant(catalog_has_sessions() ? query_release : query_release_v11, name, token, now);
 }
 
-void initialize_lease_store()
+bool store_expire(const text* name, int64 token, TimestampTz now)
 {
-    RegisterXactCallback(settle_epoch_at_transaction_end, nullptr);
-    RegisterSubXactCallback(forget_epoch_on_subtransaction_abort, nullptr);
+    return update_grant(query_expire, name, token, now);
 }
 
 bool store_revoke(const text* name, TimestampTz now, int64* token)
@@ -518,14 +791,154 @@ bool store_revoke(const text* name, TimestampTz now, int64* token)
     bool found = false;
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_revoke, values, nullptr, false, false);
+    run(catalog_has_sessions() ? query_revoke : query_revoke_v11, values, nullptr, false);
     if (SPI_processed == 1) {
-        bool isnull;
-        *token = first_int8(&isnull);
+        *token = first_int8();
         found = true;
     }
     finish_as_caller(caller);
     return found;
+}
+
+int64 store_prune(TimestampTz cutoff)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prune, values, nullptr, false);
+    const int64 pruned = static_cast<int64>(SPI_processed);
+    finish_as_caller(caller);
+    return pruned;
+}
+
+text** store_expiry_candidates(TimestampTz now, int* count)
+{
+    Datum values[1] = {TimestampTzGetDatum(now)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_expiry_candidates, values, nullptr, true);
+    *count = static_cast<int>(SPI_processed);
+    text** names = static_cast<text**>(SPI_palloc(sizeof(text*) * (*count + 1)));
+    for (int i = 0; i < *count; ++i)
+        names[i] = result_text(i, 1);
+    finish_as_caller(caller);
+    return names;
+}
+
+int64 store_session_open(const text* owner, Oid role, const Interval* ttl, TimestampTz now, TimestampTz expires_at,
+                         int32 bound_pid)
+{
+    Datum values[6] = {PointerGetDatum(owner),    ObjectIdGetDatum(role),          PointerGetDatum(ttl),
+                       TimestampTzGetDatum(now), TimestampTzGetDatum(expires_at), Int32GetDatum(bound_pid)};
+    const char nulls[6] = {' ', ' ', ' ', ' ', ' ', bound_pid != 0 ? ' ' : 'n'};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_session_open, values, nulls, false);
+    const int64 session = first_int8();
+    finish_as_caller(caller);
+    return session;
+}
+
+bool store_session_keepalive(int64 session, TimestampTz now, const TimestampTz* explicit_expires_at)
+{
+    Datum values[3] = {Int64GetDatum(session), TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
+    const char nulls[3] = {' ', ' ', explicit_expires_at ? ' ' : 'n'};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_session_keepalive, values, nulls, false);
+    const bool extended = SPI_processed == 1;
+    finish_as_caller(caller);
+    return extended;
+}
+
+ReleasedLease* store_session_close(int64 session, TimestampTz now, int* count, bool* closed)
+{
+    Datum values[2] = {Int64GetDatum(session), TimestampTzGetDatum(now)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_session_mark_closed, values, nullptr, false);
+    *closed = SPI_processed == 1;
+    run(query_session_free_leases, values, nullptr, false);
+    *count = static_cast<int>(SPI_processed);
+    ReleasedLease* released = static_cast<ReleasedLease*>(SPI_palloc(sizeof(ReleasedLease) * (*count + 1)));
+    for (int i = 0; i < *count; ++i) {
+        bool isnull;
+        released[i].name = result_text(i, 1);
+        released[i].token = DatumGetInt64(result_value(i, 2, &isnull));
+        released[i].owner = nullptr;
+    }
+    finish_as_caller(caller);
+    return released;
+}
+
+void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
+                   int64 session, Oid role)
+{
+    Datum values[7] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event), PointerGetDatum(name),
+                       Int64GetDatum(token),      PointerGetDatum(owner),     Int64GetDatum(session),
+                       ObjectIdGetDatum(role)};
+    const char nulls[7] = {' ',
+                           ' ',
+                           name != nullptr ? ' ' : 'n',
+                           token != 0 ? ' ' : 'n',
+                           owner != nullptr ? ' ' : 'n',
+                           session != 0 ? ' ' : 'n',
+                           OidIsValid(role) ? ' ' : 'n'};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_history, values, nulls, false);
+    finish_as_caller(caller);
+}
+
+int64 store_prune_history(TimestampTz cutoff)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prune_history, values, nullptr, false);
+    const int64 pruned = static_cast<int64>(SPI_processed);
+    finish_as_caller(caller);
+    return pruned;
+}
+
+PrefixRule* store_prefix_rules(int* count)
+{
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prefix_rules, nullptr, nullptr, true);
+    *count = static_cast<int>(SPI_processed);
+    PrefixRule* rules = static_cast<PrefixRule*>(SPI_palloc(sizeof(PrefixRule) * (*count + 1)));
+    for (int i = 0; i < *count; ++i) {
+        bool isnull;
+        rules[i].prefix = result_text(i, 1);
+        rules[i].role = DatumGetObjectId(result_value(i, 2, &isnull));
+    }
+    finish_as_caller(caller);
+    return rules;
+}
+
+void store_allow(Oid role, const text* prefix)
+{
+    Datum values[2] = {ObjectIdGetDatum(role), PointerGetDatum(prefix)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_allow, values, nullptr, false);
+    finish_as_caller(caller);
+}
+
+bool store_disallow(Oid role, const text* prefix)
+{
+    Datum values[2] = {ObjectIdGetDatum(role), PointerGetDatum(prefix)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_disallow, values, nullptr, false);
+    const bool removed = SPI_processed > 0;
+    finish_as_caller(caller);
+    return removed;
+}
+
+void initialize_lease_store()
+{
+    RegisterXactCallback(settle_epoch_at_transaction_end, nullptr);
+    RegisterSubXactCallback(forget_epoch_on_subtransaction_abort, nullptr);
 }
 
 }  // namespace lease

@@ -1,5 +1,6 @@
-// Lease state in lease.leases and the lock that orders fenced writes against
-// new grants. PostgreSQL-facing: include after pg.hpp.
+// Lease state in the extension's tables, and the locks that order changes of
+// it. Every query here is fixed, schema-qualified, and runs as the owner of
+// lease.leases. PostgreSQL-facing: include after pg.hpp.
 #pragma once
 
 #include "pg.hpp"
@@ -8,6 +9,8 @@ namespace lease {
 
 // SQLSTATE LF001: a write was fenced off because its token is not the current live grant.
 constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
+// SQLSTATE LF003: a session call on a session that is closed or expired.
+constexpr int errcode_session_ended = MAKE_SQLSTATE('L', 'F', '0', '0', '3');
 
 // One heavyweight lock per (database, lease name), taken in ShareLock by every
 // fenced write, heartbeat and release and in ExclusiveLock by every grant and
@@ -15,25 +18,112 @@ constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
 // Share, so a holder's open fenced writes never block its own heartbeats.
 void set_fence_locktag(LOCKTAG* tag, const text* name);
 
+// The waiting line of a lease name: the waiter at its head holds it in
+// ExclusiveLock; the others queue behind it in arrival order.
+void set_queue_locktag(LOCKTAG* tag, const text* name);
+
+// A session bound to a connection: its backend holds this lock (session-level,
+// ExclusiveLock) for as long as the session may live.
+void set_bound_session_locktag(LOCKTAG* tag, int64 session);
+
+// Waiters for a lease of a bound session hold this lock (ShareLock) while
+// they sleep, so that the session's backend can find and wake them as it exits.
+void set_session_watch_locktag(LOCKTAG* tag, int64 session);
+
+// Whether the catalog is 1.2 or later (sessions, roles, history, counters);
+// until ALTER EXTENSION lease UPDATE, this library serves an older catalog as
+// that version did.
+bool catalog_has_sessions();
+// Raises 55000 unless the catalog is 1.2 or later.
+void require_sessions_catalog(const char* what);
+
 struct LeaseState {
     bool found;
     int64 token;
-    bool has_owner;
+    text* owner;  // NULL when free
     TimestampTz expires_at;
+    Oid role;       // InvalidOid: recorded before 1.2
+    int64 session;  // 0: not a session lease
 };
 
 // Reads the latest committed state of one lease (plus this transaction's own
 // changes), whatever the age of the transaction snapshot.
 LeaseState read_latest(const text* name);
 
-// Returns whether the lease was granted; *token is the new token when it was.
-bool store_acquire(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
-                   TimestampTz expires_at, int64* token);
+struct SessionState {
+    bool found;
+    text* owner;
+    Oid role;
+    Interval* ttl;
+    TimestampTz expires_at;
+    bool closed;
+    int32 bound_pid;  // 0 when not bound
+};
 
-// explicit_expires_at is NULL to extend by the grant's stored ttl.
-bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
+SessionState read_session(int64 session);
 
+// Writes a grant of the lease (an update, or an insert for a new name) and
+// returns its token. Call with the fence lock held in ExclusiveLock.
+int64 store_grant(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
+                  TimestampTz expires_at, Oid role, int64 session);
+
+// Extends a live, non-session grant that the caller may act for (role is the
+// caller's role; admin acts for everyone). explicit_expires_at is NULL to
+// extend by the grant's stored ttl.
+bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
+                     Oid role, bool admin);
+
+// Frees the grant with this token if it still holds it.
 bool store_release(const text* name, int64 token, TimestampTz now);
+
+// Frees the grant with this token, as an expiry that is being reported.
+bool store_expire(const text* name, int64 token, TimestampTz now);
+
+// Returns whether the lease exists; *token is its new token when it does.
+bool store_revoke(const text* name, TimestampTz now, int64* token);
+
+// Deletes the rows of leases free or expired at cutoff; returns how many.
+int64 store_prune(TimestampTz cutoff);
+
+// The names of leases whose grant may have ended unreported: expired, or of
+// a session that is closed, expired or bound (the caller checks bound ones).
+// A palloc'd array of texts; *count is its length.
+text** store_expiry_candidates(TimestampTz now, int* count);
+
+int64 store_session_open(const text* owner, Oid role, const Interval* ttl, TimestampTz now, TimestampTz expires_at,
+                         int32 bound_pid);
+bool store_session_keepalive(int64 session, TimestampTz now, const TimestampTz* explicit_expires_at);
+
+struct ReleasedLease {
+    text* name;
+    int64 token;
+    text* owner;
+};
+// Closes the session and frees every lease it still holds; returns them
+// (palloc'd) and their number in *count. *closed tells whether the session was open.
+ReleasedLease* store_session_close(int64 session, TimestampTz now, int* count, bool* closed);
+
+void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
+                   int64 session, Oid role);
+int64 store_prune_history(TimestampTz cutoff);
+
+struct PrefixRule {
+    text* prefix;
+    Oid role;
+};
+// Every prefix rule, palloc'd in the current memory context.
+PrefixRule* store_prefix_rules(int* count);
+void store_allow(Oid role, const text* prefix);
+bool store_disallow(Oid role, const text* prefix);
+// The OID of lease.prefix_rules (relcache invalidations of it end cached rules).
+Oid prefix_rules_relation();
+
+// The owner of the extension's tables: its members are the extension's admins.
+Oid lease_tables_owner();
+
+enum class Counter { grants, denials, waits, takeovers, releases, revokes, fence_rejections, count };
+// Counts one event in lease.stats. A sequence: it counts what rolls back too.
+void count_event(Counter counter);
 
 // Makes every token this backend has drawn from lease.fencing_token_seq
 // survive a crash, even if the drawing transaction never commits: nextval
@@ -50,13 +140,7 @@ void make_tokens_durable();
 // have issued tokens whose WAL never arrived here.
 void ensure_token_epoch();
 
-// Deletes the rows of leases free or expired at cutoff; returns how many.
-int64 store_prune(TimestampTz cutoff);
-
 // From _PG_init: hooks transaction ends, for the token epoch memo.
 void initialize_lease_store();
-
-// Returns whether the lease exists; *token is its new token when it does.
-bool store_revoke(const text* name, TimestampTz now, int64* token);
 
 }  // namespace lease

@@ -1,0 +1,135 @@
+#include "access.hpp"
+
+#include "lease_store.hpp"
+
+namespace lease {
+
+namespace {
+
+// The prefix rules, cached per backend until lease.prefix_rules is
+// invalidated: lease.allow and lease.disallow invalidate it, so every backend
+// reloads after they commit. With no rules -- the usual case -- a grant pays
+// nothing for them.
+struct CachedRule {
+    char* prefix;
+    std::size_t length;
+    Oid role;
+};
+
+struct RuleCache {
+    bool valid;
+    Oid relation;  // lease.prefix_rules, whose invalidation ends the cache
+    int count;
+    CachedRule* rules;
+};
+
+RuleCache rule_cache;
+
+void forget_rules(Datum, Oid relid)
+{
+    if (relid == InvalidOid || relid == rule_cache.relation)
+        rule_cache.valid = false;
+}
+
+const RuleCache& prefix_rules()
+{
+    while (!rule_cache.valid) {
+        const uint64 invalidations_before = SharedInvalidMessageCounter;
+        int count;
+        const PrefixRule* loaded = store_prefix_rules(&count);
+        if (rule_cache.rules != nullptr) {
+            for (int i = 0; i < rule_cache.count; ++i)
+                pfree(rule_cache.rules[i].prefix);
+            pfree(rule_cache.rules);
+        }
+        CachedRule* rules = static_cast<CachedRule*>(MemoryContextAlloc(CacheMemoryContext, sizeof(CachedRule) * (count + 1)));
+        for (int i = 0; i < count; ++i) {
+            rules[i].length = VARSIZE_ANY_EXHDR(loaded[i].prefix);
+            rules[i].prefix = static_cast<char*>(MemoryContextAlloc(CacheMemoryContext, rules[i].length + 1));
+            memcpy(rules[i].prefix, VARDATA_ANY(loaded[i].prefix), rules[i].length);
+            rules[i].role = loaded[i].role;
+        }
+        rule_cache = RuleCache{invalidations_before == SharedInvalidMessageCounter, prefix_rules_relation(), count,
+                               rules};
+    }
+    return rule_cache;
+}
+
+}  // namespace
+
+bool caller_is_admin()
+{
+    return has_privs_of_role(GetUserId(), lease_tables_owner());
+}
+
+bool caller_acts_for(Oid role)
+{
+    const Oid caller = GetUserId();
+    return !OidIsValid(role) || role == caller || has_privs_of_role(caller, role) || caller_is_admin();
+}
+
+namespace {
+
+[[noreturn]] void report_foreign(Oid role, const char* object)
+{
+    const char* role_name = GetUserNameFromId(role, true);
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied for %s", object),
+                    errdetail("It belongs to role \"%s\"; only its members and the extension's admins may renew, "
+                              "release, close or take it over while it is live.",
+                              role_name != nullptr ? role_name : "(dropped)")));
+    pg_unreachable();
+}
+
+}  // namespace
+
+void require_acting_for(Oid role, const char* what, const text* name)
+{
+    if (!caller_acts_for(role))
+        report_foreign(role, psprintf("%s \"%s\"", what, text_to_cstring(name)));
+}
+
+void require_acting_for_session(Oid role, int64 session)
+{
+    if (!caller_acts_for(role))
+        report_foreign(role, psprintf("session %lld", static_cast<long long>(session)));
+}
+
+void check_prefix_rules(const text* name)
+{
+    if (!catalog_has_sessions())
+        return;
+    const RuleCache& cache = prefix_rules();
+    if (cache.count == 0)
+        return;
+    const char* bytes = VARDATA_ANY(name);
+    const std::size_t length = VARSIZE_ANY_EXHDR(name);
+    std::size_t longest = 0;
+    bool matched = false;
+    for (int i = 0; i < cache.count; ++i) {
+        const CachedRule& rule = cache.rules[i];
+        if (rule.length <= length && memcmp(rule.prefix, bytes, rule.length) == 0 && (!matched || rule.length > longest)) {
+            longest = rule.length;
+            matched = true;
+        }
+    }
+    if (!matched || caller_is_admin())
+        return;
+    const Oid caller = GetUserId();
+    for (int i = 0; i < cache.count; ++i) {
+        const CachedRule& rule = cache.rules[i];
+        if (rule.length == longest && memcmp(rule.prefix, bytes, longest) == 0 && has_privs_of_role(caller, rule.role))
+            return;
+    }
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                    errmsg("permission denied to acquire lease \"%s\"", text_to_cstring(name)),
+                    errdetail("Names under the prefix \"%.*s\" are confined to the roles lease.allow names, and "
+                              "role \"%s\" is not a member of any of them.",
+                              static_cast<int>(longest), bytes, GetUserNameFromId(caller, false))));
+}
+
+void initialize_access()
+{
+    CacheRegisterRelcacheCallback(forget_rules, static_cast<Datum>(0));
+}
+
+}  // namespace lease

@@ -1,0 +1,21 @@
+// Events and history (docs/concepts.md, "Events and history"): every change
+// of a grant is a row of lease.history and a NOTIFY on channel lease_events,
+// both part of the transaction that makes the change.
+#pragma once
+
+#include "pg.hpp"
+
+namespace lease {
+
+enum class Event { acquired, released, revoked, expired, session_closed };
+
+void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role);
+
+// The oldest moment lease.history keeps: now - lease.history_retention.
+TimestampTz history_cutoff(TimestampTz now);
+
+// From _PG_init: the settings lease.record_history, lease.notify_events and
+// lease.history_retention.
+void initialize_events();
+
+}  // namespace lease

@@ -1,0 +1,163 @@
+#include "waiting.hpp"
+
+#include "lease_store.hpp"
+
+#include <algorithm>
+
+namespace lease {
+
+namespace {
+
+// The lines whose heads to wake when this transaction commits, in
+// TopTransactionContext.
+struct PendingWakeups {
+    int count;
+    int capacity;
+    LOCKTAG* tags;
+};
+
+PendingWakeups pending_wakeups;
+
+void wake_at_commit(XactEvent event, void*)
+{
+    if (event == XACT_EVENT_COMMIT) {
+        for (int i = 0; i < pending_wakeups.count; ++i)
+            wake_lock_holders(&pending_wakeups.tags[i]);
+    }
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
+        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+        pending_wakeups = PendingWakeups{0, 0, nullptr};
+}
+
+[[noreturn]] void report_lock_timeout()
+{
+    ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE), errmsg("canceling statement due to lock timeout"),
+                    errdetail("lock_timeout ran out while waiting for a lease.")));
+    pg_unreachable();
+}
+
+long milliseconds_until(TimestampTz later, TimestampTz now)
+{
+    const int64 microseconds = later - now;
+    return static_cast<long>(std::min<int64>((microseconds + 999) / 1000, INT_MAX));
+}
+
+}  // namespace
+
+bool waiters_queued(const text* name)
+{
+    LOCKTAG tag;
+    set_queue_locktag(&tag, name);
+    if (LockAcquire(&tag, ShareLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+        return true;
+    LockRelease(&tag, ShareLock, false);
+    return false;
+}
+
+void wake_waiters_at_commit(const text* name)
+{
+    if (pending_wakeups.count == pending_wakeups.capacity) {
+        const int capacity = std::max(8, pending_wakeups.capacity * 2);
+        LOCKTAG* tags = static_cast<LOCKTAG*>(MemoryContextAlloc(TopTransactionContext, sizeof(LOCKTAG) * capacity));
+        if (pending_wakeups.count > 0)
+            memcpy(tags, pending_wakeups.tags, sizeof(LOCKTAG) * pending_wakeups.count);
+        pending_wakeups.tags = tags;
+        pending_wakeups.capacity = capacity;
+    }
+    set_queue_locktag(&pending_wakeups.tags[pending_wakeups.count++], name);
+}
+
+void wake_lock_holders(const LOCKTAG* tag)
+{
+    const VirtualTransactionId* holder = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
+    for (; VirtualTransactionIdIsValid(*holder); ++holder) {
+        PGPROC* proc = BackendIdGetProc(holder->backendId);
+        if (proc != nullptr)
+            SetLatch(&proc->procLatch);
+    }
+}
+
+TimestampTz lock_timeout_deadline(TimestampTz start)
+{
+    return LockTimeout > 0 ? start + static_cast<int64>(LockTimeout) * 1000 : 0;
+}
+
+namespace {
+
+// The lock manager's own wait, with lock_timeout's timer set to timeout_ms:
+// false when that ran out. The error is caught in a subtransaction, as
+// PL/pgSQL catches errors; every other error goes on.
+bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, int timeout_ms)
+{
+    const int saved_lock_timeout = LockTimeout;
+    const MemoryContext caller_context = CurrentMemoryContext;
+    const ResourceOwner caller_owner = CurrentResourceOwner;
+    volatile bool acquired = false;
+
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(caller_context);
+    PG_TRY();
+    {
+        LockTimeout = timeout_ms;
+        (void) LockAcquire(tag, mode, session_lock, false);
+        LockTimeout = saved_lock_timeout;
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller_context);
+        CurrentResourceOwner = caller_owner;
+        acquired = true;
+    }
+    PG_CATCH();
+    {
+        LockTimeout = saved_lock_timeout;
+        MemoryContextSwitchTo(caller_context);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(caller_context);
+        CurrentResourceOwner = caller_owner;
+        if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+            ReThrowError(error);
+        FreeErrorData(error);
+    }
+    PG_END_TRY();
+    return acquired;
+}
+
+}  // namespace
+
+bool lock_until(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, TimestampTz deadline, TimestampTz lock_deadline)
+{
+    if (LockAcquire(tag, mode, session_lock, true) != LOCKACQUIRE_NOT_AVAIL)
+        return true;
+    const TimestampTz now = GetCurrentTimestamp();
+    // The caller's lock_timeout ends the whole wait when it comes first.
+    const bool lock_timeout_first = lock_deadline != 0 && lock_deadline <= deadline;
+    const TimestampTz until = lock_timeout_first ? lock_deadline : deadline;
+    if (now >= until || !wait_for_lock(tag, mode, session_lock,
+                                       static_cast<int>(std::max<long>(milliseconds_until(until, now), 1)))) {
+        if (lock_timeout_first)
+            report_lock_timeout();
+        return false;
+    }
+    return true;
+}
+
+void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline)
+{
+    const TimestampTz now = GetCurrentTimestamp();
+    if (lock_deadline != 0 && now >= lock_deadline)
+        report_lock_timeout();
+    const TimestampTz until = lock_deadline != 0 ? std::min(wake_at, lock_deadline) : wake_at;
+    if (until > now)
+        (void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, milliseconds_until(until, now),
+                         PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    CHECK_FOR_INTERRUPTS();
+}
+
+void initialize_waiting()
+{
+    RegisterXactCallback(wake_at_commit, nullptr);
+}
+
+}  // namespace lease

@@ -1,0 +1,39 @@
+// Waiting for a lease without polling (docs/concepts.md, "Waiting for a
+// lease"). Waiters line up in arrival order on a heavyweight lock per name;
+// the one at the head sleeps on its latch until the lease is released,
+// revoked, its session ends, or its expiry passes. Whoever ends a grant wakes
+// the head when its transaction commits: the lock manager tells who holds the
+// head's lock, so this needs no shared memory of our own.
+#pragma once
+
+#include "pg.hpp"
+
+namespace lease {
+
+// Whether anyone is waiting in line for this name.
+bool waiters_queued(const text* name);
+
+// Wakes the head of this name's line when the current transaction commits.
+void wake_waiters_at_commit(const text* name);
+
+// Sets the latch of every backend holding this lock, at once.
+void wake_lock_holders(const LOCKTAG* tag);
+
+// Locks tag in mode (session-level or until the transaction ends), waiting no
+// later than deadline: false when the deadline came first. lock_deadline, when
+// set, is where lock_timeout ends the whole wait with 55P03; cancel and
+// statement_timeout end it with 57014, as for any lock.
+bool lock_until(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, TimestampTz deadline,
+                TimestampTz lock_deadline);
+
+// Sleeps on this backend's latch until wake_at, a wake-up or an interrupt;
+// 55P03 once lock_deadline (if set) has passed.
+void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline);
+
+// The end of a wait that lock_timeout (in force now) puts at start + lock_timeout; 0 for none.
+TimestampTz lock_timeout_deadline(TimestampTz start);
+
+// From _PG_init.
+void initialize_waiting();
+
+}  // namespace lease
