@@ -26,7 +26,7 @@ SELECT ok(has_function_privilege('public', 'lease.set_fence_token(bigint)', 'EXE
     'PUBLIC can EXECUTE set_fence_token');
 SELECT ok(NOT has_sequence_privilege('public', 'lease.token_epoch_mark', 'USAGE, SELECT, UPDATE'),
     'PUBLIC has no privilege at all on lease.token_epoch_mark');
-SELECT ok(has_function_privilege('public', 'lease.lease_acquire(text,text,interval)', 'EXECUTE'),
+SELECT ok(has_function_privilege('public', 'lease.lease_acquire(text,text,interval,interval)', 'EXECUTE'),
     'PUBLIC can EXECUTE lease_acquire');
 SELECT ok(has_function_privilege('public', 'lease.lease_heartbeat(text,bigint,interval)', 'EXECUTE'),
     'PUBLIC can EXECUTE lease_heartbeat');

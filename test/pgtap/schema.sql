@@ -1,24 +1,28 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(98);
+SELECT plan(119);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
-SELECT tables_are('lease', ARRAY['leases', 'token_epochs'], 'lease holds exactly two tables, leases and token_epochs');
-SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark'],
-    'lease holds exactly two sequences, fencing_token_seq and token_epoch_mark');
-SELECT views_are('lease', ARRAY['status'], 'lease holds exactly one view, status');
+SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules'],
+    'lease holds exactly the five documented tables');
+SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
+                                     'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
+                                     'stat_revokes', 'stat_fence_rejections'],
+    'lease holds exactly the documented sequences: tokens, the epoch mark, session ids and the counters');
+SELECT views_are('lease', ARRAY['status', 'stats'], 'lease holds exactly two views, status and stats');
 SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
-          'set_fence_token', 'prune'],
-    'lease holds exactly the eight documented functions');
+          'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
+          'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow'],
+    'lease holds exactly the seventeen documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
-    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at']);
+    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at', 'role', 'session']);
 SELECT is(array_agg(attname::text ORDER BY attnum),
-    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at'],
+    ARRAY['name', 'owner', 'token', 'ttl', 'acquired_at', 'renewed_at', 'expires_at', 'role', 'session'],
     'the columns of leases are in the order the fence reads them by number')
   FROM pg_attribute WHERE attrelid = 'lease.leases'::regclass AND attnum > 0 AND NOT attisdropped;
 SELECT col_type_is('lease', 'leases', 'name', 'text', 'leases.name is text');
@@ -33,6 +37,15 @@ SELECT col_is_pk('lease', 'leases', 'name', 'the primary key of leases is (name)
 SELECT col_not_null('lease', 'leases', 'name', 'leases.name is NOT NULL');
 SELECT col_not_null('lease', 'leases', 'token', 'leases.token is NOT NULL');
 SELECT col_is_null('lease', 'leases', 'owner', 'leases.owner is nullable (NULL when free)');
+SELECT col_type_is('lease', 'leases', 'role', 'regrole', 'leases.role is the regrole that took the grant');
+SELECT col_type_is('lease', 'leases', 'session', 'bigint', 'leases.session is the session id, or NULL');
+SELECT columns_are('lease', 'sessions',
+    ARRAY['id', 'owner', 'role', 'ttl', 'opened_at', 'renewed_at', 'expires_at', 'closed_at', 'bound_pid']);
+SELECT col_is_pk('lease', 'sessions', 'id', 'the primary key of sessions is (id)');
+SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'owner', 'session', 'role']);
+SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
+SELECT columns_are('lease', 'stats',
+    ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
 
 -- lease.token_epochs: the server identities and timelines that issued tokens.
 SELECT columns_are('lease', 'token_epochs',
@@ -68,13 +81,14 @@ SELECT is(s.seqmax, 9223372036854775807::bigint, 'the token sequence goes up to 
 
 -- lease.status
 SELECT columns_are('lease', 'status',
-    ARRAY['name', 'owner', 'token', 'state', 'expires_in', 'ttl', 'acquired_at', 'renewed_at', 'expires_at']);
+    ARRAY['name', 'owner', 'token', 'state', 'expires_in', 'ttl', 'acquired_at', 'renewed_at', 'expires_at',
+          'role', 'session']);
 SELECT col_type_is('lease', 'status', 'state', 'text', 'status.state is text');
 SELECT col_type_is('lease', 'status', 'expires_in', 'interval', 'status.expires_in is interval');
 SELECT col_type_is('lease', 'status', 'token', 'bigint', 'status.token is bigint');
 
 -- Functions: exact signature (argument names, types, defaults) and return type.
-SELECT has_function('lease', 'lease_acquire', ARRAY['text', 'text', 'interval']);
+SELECT has_function('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval']);
 SELECT has_function('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval']);
 SELECT has_function('lease', 'lease_release', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'lease_revoke', ARRAY['text']);
@@ -82,10 +96,10 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 8,
-    'no overloads: exactly eight functions in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 17,
+    'no overloads: exactly seventeen functions and procedures in schema lease');
 
-SELECT function_returns('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'bigint');
+SELECT function_returns('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval'], 'bigint');
 SELECT function_returns('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'boolean');
 SELECT function_returns('lease', 'lease_release', ARRAY['text', 'bigint'], 'boolean');
 SELECT function_returns('lease', 'lease_revoke', ARRAY['text'], 'bigint');
@@ -94,9 +108,30 @@ SELECT function_returns('lease', 'fence_trigger', ARRAY[]::text[], 'trigger');
 SELECT function_returns('lease', 'set_fence_token', ARRAY['bigint'], 'void');
 SELECT function_returns('lease', 'prune', ARRAY['interval'], 'bigint');
 
-SELECT is(pg_get_function_arguments('lease.lease_acquire(text,text,interval)'::regprocedure),
-    'name text, owner text, ttl interval DEFAULT ''00:00:20''::interval',
-    'lease_acquire(name, owner, ttl DEFAULT 20 seconds)');
+SELECT is(pg_get_function_arguments('lease.lease_acquire(text,text,interval,interval)'::regprocedure),
+    'name text, owner text, ttl interval DEFAULT ''00:00:20''::interval, wait interval DEFAULT ''00:00:00''::interval',
+    'lease_acquire(name, owner, ttl DEFAULT 20 seconds, wait DEFAULT 0)');
+SELECT is(pg_get_function_arguments('lease.acquire_wait(text,text,interval,interval,bigint)'::regprocedure),
+    'IN name text, IN owner text, IN ttl interval, IN wait interval, INOUT token bigint DEFAULT NULL::bigint',
+    'acquire_wait(name, owner, ttl, wait, INOUT token DEFAULT NULL) is a procedure');
+SELECT is(pg_get_function_arguments('lease.session_open(text,interval,boolean)'::regprocedure),
+    'owner text, ttl interval DEFAULT ''00:00:20''::interval, bind_to_connection boolean DEFAULT false',
+    'session_open(owner, ttl DEFAULT 20 seconds, bind_to_connection DEFAULT false)');
+SELECT is(pg_get_function_arguments('lease.session_keepalive(bigint,interval)'::regprocedure),
+    'session bigint, ttl interval DEFAULT NULL::interval', 'session_keepalive(session, ttl DEFAULT NULL)');
+SELECT is(pg_get_function_arguments('lease.session_close(bigint)'::regprocedure), 'session bigint',
+    'session_close(session)');
+SELECT is(pg_get_function_arguments('lease.session_acquire(bigint,text,interval)'::regprocedure),
+    'session bigint, name text, wait interval DEFAULT ''00:00:00''::interval',
+    'session_acquire(session, name, wait DEFAULT 0)');
+SELECT function_returns('lease', 'session_open', ARRAY['text', 'interval', 'boolean'], 'bigint');
+SELECT function_returns('lease', 'session_keepalive', ARRAY['bigint', 'interval'], 'boolean');
+SELECT function_returns('lease', 'session_close', ARRAY['bigint'], 'integer');
+SELECT function_returns('lease', 'session_acquire', ARRAY['bigint', 'text', 'interval'], 'bigint');
+SELECT function_returns('lease', 'expire_due', ARRAY[]::text[], 'integer');
+SELECT function_returns('lease', 'prune_history', ARRAY[]::text[], 'bigint');
+SELECT function_returns('lease', 'allow', ARRAY['regrole', 'text'], 'void');
+SELECT function_returns('lease', 'disallow', ARRAY['regrole', 'text'], 'boolean');
 SELECT is(pg_get_function_arguments('lease.lease_heartbeat(text,bigint,interval)'::regprocedure),
     'name text, token bigint, ttl interval DEFAULT NULL::interval',
     'lease_heartbeat(name, token, ttl DEFAULT NULL)');
@@ -107,7 +142,7 @@ SELECT is(pg_get_function_arguments('lease.lease_revoke(text)'::regprocedure),
 SELECT is(pg_get_function_arguments('lease.fenced_write(text,bigint)'::regprocedure),
     'name text, token bigint', 'fenced_write(name, token)');
 
-SELECT function_lang_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'c');
+SELECT function_lang_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval'], 'c');
 SELECT function_lang_is('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'c');
 SELECT function_lang_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'c');
 SELECT function_lang_is('lease', 'lease_revoke', ARRAY['text'], 'c');
@@ -115,7 +150,7 @@ SELECT function_lang_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'c');
 SELECT function_lang_is('lease', 'fence_trigger', ARRAY[]::text[], 'c');
 
 -- All of them change or lock state: VOLATILE and PARALLEL UNSAFE.
-SELECT volatility_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'volatile');
+SELECT volatility_is('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval'], 'volatile');
 SELECT volatility_is('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'volatile');
 SELECT volatility_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'volatile');
 SELECT volatility_is('lease', 'lease_revoke', ARRAY['text'], 'volatile');
@@ -134,12 +169,12 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
 -- caller and switch to the owner of lease.leases only for their own fixed,
 -- schema-qualified queries (as foreign-key checks do). So none needs a
 -- per-call setting either, and privileges.sql shows callers need EXECUTE only.
-SELECT isnt_definer('lease', 'lease_acquire', ARRAY['text', 'text', 'interval']);
+SELECT isnt_definer('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval']);
 SELECT isnt_definer('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval']);
 SELECT isnt_definer('lease', 'lease_release', ARRAY['text', 'bigint']);
 SELECT isnt_definer('lease', 'lease_revoke', ARRAY['text']);
 SELECT is(proconfig, NULL, 'lease_acquire sets no configuration per call')
-  FROM pg_proc WHERE oid = 'lease.lease_acquire(text,text,interval)'::regprocedure;
+  FROM pg_proc WHERE oid = 'lease.lease_acquire(text,text,interval,interval)'::regprocedure;
 SELECT is(proconfig, NULL, 'lease_heartbeat sets no configuration per call')
   FROM pg_proc WHERE oid = 'lease.lease_heartbeat(text,bigint,interval)'::regprocedure;
 SELECT is(proconfig, NULL, 'lease_release sets no configuration per call')
@@ -176,6 +211,10 @@ SELECT ok('lease.fencing_token_seq'::regclass = ANY (extconfig),
   FROM pg_extension WHERE extname = 'lease';
 SELECT ok('lease.token_epochs'::regclass = ANY (extconfig),
     'lease.token_epochs is registered with pg_extension_config_dump: a restore leaps the tokens')
+  FROM pg_extension WHERE extname = 'lease';
+SELECT ok(ARRAY['lease.sessions', 'lease.session_id_seq', 'lease.history', 'lease.prefix_rules']::regclass[]
+          <@ extconfig::regclass[],
+    'sessions, their id sequence (never reused), history and prefix rules are dumped with the data')
   FROM pg_extension WHERE extname = 'lease';
 SELECT is(cardinality(extconfig), cardinality(extcondition),
     'extconfig and extcondition have one entry per dumped relation')
