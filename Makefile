@@ -2,7 +2,7 @@
 
 EXTENSION = lease
 MODULE_big = lease
-OBJS = src/entry_points.o src/access.o src/arguments.o src/events.o src/fence.o src/grants.o src/lease_store.o \
+OBJS = src/entry_points.o src/access.o src/arguments.o src/events.o src/fence.o src/grants.o src/idempotency.o src/lease_store.o \
 	src/name_template.o src/sessions.o src/validation.o src/waiting.o
 DATA = $(wildcard sql/lease--*.sql)
 

@@ -223,6 +223,68 @@ REVOKE ALL ON SEQUENCE lease.session_id_seq, lease.stat_grants, lease.stat_denia
 REVOKE ALL ON FUNCTION lease.expire_due(), lease.prune_history(), lease.allow(regrole, text),
     lease.disallow(regrole, text) FROM PUBLIC;
 
+-- Idempotency keys (docs/concepts.md, "Idempotency keys"): one row per key.
+-- An execution holds the lease named by the key; its token is the row's token.
+CREATE TABLE lease.idempotency_keys (
+    key         text        NOT NULL PRIMARY KEY,
+    fingerprint text        NOT NULL,
+    status      text        NOT NULL,
+    token       bigint,
+    result      jsonb,
+    owner       text,
+    role        regrole,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz
+);
+
+COMMENT ON TABLE lease.idempotency_keys IS
+    'Idempotency keys: status running, completed, failed (final) or retryable (free again); result is the result or error. Kept for lease.idempotency_retention after finishing.';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.idempotency_keys', '');
+
+CREATE FUNCTION lease.idempotency_begin(key text, fingerprint text, owner text, ttl interval DEFAULT '20 seconds')
+RETURNS TABLE (status text, token bigint, result jsonb)
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_idempotency_begin';
+
+COMMENT ON FUNCTION lease.idempotency_begin(text, text, text, interval) IS
+    'Begins the request a key stands for: started (execute it, under the returned token), completed (the stored result), in_progress or failed (the stored error). Another fingerprint is LF002.';
+
+CREATE FUNCTION lease.idempotency_complete(key text, token bigint, result jsonb)
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_idempotency_complete';
+
+COMMENT ON FUNCTION lease.idempotency_complete(text, bigint, jsonb) IS
+    'Completes the running execution under token (LF001 otherwise), storing its result; commits with the transaction''s writes.';
+
+CREATE FUNCTION lease.idempotency_fail(key text, token bigint, error jsonb, retryable boolean DEFAULT true)
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_idempotency_fail';
+
+COMMENT ON FUNCTION lease.idempotency_fail(text, bigint, jsonb, boolean) IS
+    'Fails the running execution under token (LF001 otherwise): a retryable failure frees the key at once, another is final and stored.';
+
+CREATE FUNCTION lease.idempotency_heartbeat(key text, token bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_heartbeat';
+
+COMMENT ON FUNCTION lease.idempotency_heartbeat(text, bigint, interval) IS
+    'Extends a long execution''s lease, as lease_heartbeat(key, token, ttl).';
+
+CREATE FUNCTION lease.prune_idempotency()
+RETURNS bigint
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_prune_idempotency';
+
+COMMENT ON FUNCTION lease.prune_idempotency() IS
+    'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
+
+GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
+REVOKE ALL ON FUNCTION lease.prune_idempotency() FROM PUBLIC;
+
 -- A session lease (session is set) lives as long as its session: its own
 -- expires_at is 'infinity' and the view shows the session's. A session bound
 -- to a connection also ends when that backend exits and lets go of the

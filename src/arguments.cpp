@@ -81,6 +81,25 @@ Interval* duration_interval(int64 microseconds)
     return duration;
 }
 
+int64 interval_setting(const char* name, const char* value)
+{
+    const Interval* interval = DatumGetIntervalP(
+        DirectFunctionCall3(interval_in, CStringGetDatum(value), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+    const std::optional<std::int64_t> microseconds = interval_microseconds(interval->month, interval->day, interval->time);
+    if (!microseconds || *microseconds < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("%s must be a non-negative interval, not \"%s\"", name, value)));
+    return *microseconds;
+}
+
+TimestampTz before(TimestampTz now, int64 age_microseconds)
+{
+    TimestampTz earlier;
+    if (pg_sub_s64_overflow(now, age_microseconds, &earlier) || !IS_VALID_TIMESTAMP(earlier))
+        return DT_NOBEGIN;
+    return earlier;
+}
+
 TimestampTz expiry_after(TimestampTz now, int64 ttl_microseconds)
 {
     TimestampTz expires_at;

@@ -28,6 +28,13 @@ int64 ttl_microseconds(const Interval* ttl);
 // so that adding it to a timestamptz never depends on a time zone.
 Interval* duration_interval(int64 microseconds);
 
+// A setting holding a non-negative interval (such as a retention), in
+// microseconds; 22023 when it is not one.
+int64 interval_setting(const char* name, const char* value);
+
+// now - age, or -infinity when that is before the calendar starts.
+TimestampTz before(TimestampTz now, int64 age_microseconds);
+
 // now + ttl: 22008 when that is out of the timestamptz range.
 TimestampTz expiry_after(TimestampTz now, int64 ttl_microseconds);
 

@@ -7,6 +7,7 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "grants.hpp"
+#include "idempotency.hpp"
 #include "lease_store.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
@@ -220,16 +221,13 @@ Datum set_fence_token(FunctionCallInfo fcinfo)
     PG_RETURN_VOID();
 }
 
-// A non-negative age as a cutoff before now (-infinity when it reaches past the calendar).
+// A non-negative age as a cutoff before now.
 TimestampTz cutoff_before_now(const Interval* age, const char* what)
 {
     const std::optional<std::int64_t> microseconds = lease::interval_microseconds(age->month, age->day, age->time);
     if (!microseconds || *microseconds < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must not be negative", what)));
-    TimestampTz cutoff;
-    if (pg_sub_s64_overflow(GetCurrentTimestamp(), *microseconds, &cutoff) || !IS_VALID_TIMESTAMP(cutoff))
-        return DT_NOBEGIN;
-    return cutoff;
+    return lease::before(GetCurrentTimestamp(), *microseconds);
 }
 
 // Deletes the rows of leases free or expired for at least older_than. Safe
@@ -417,6 +415,10 @@ LEASE_ENTRY(lease_session_keepalive, session_keepalive)
 LEASE_ENTRY(lease_session_close, session_close)
 LEASE_ENTRY(lease_session_acquire, session_acquire)
 LEASE_ENTRY(lease_allow, allow)
+LEASE_ENTRY(lease_idempotency_begin, lease::idempotency_begin)
+LEASE_ENTRY(lease_idempotency_complete, lease::idempotency_complete)
+LEASE_ENTRY(lease_idempotency_fail, lease::idempotency_fail)
+LEASE_ENTRY(lease_prune_idempotency, lease::prune_idempotency)
 LEASE_ENTRY(lease_disallow, disallow)
 
 void _PG_init(void)
@@ -427,6 +429,7 @@ void _PG_init(void)
     lease::initialize_waiting();
     lease::initialize_sessions();
     lease::initialize_events();
+    lease::initialize_idempotency();
     MarkGUCPrefixReserved("lease");
 }
 

@@ -1,7 +1,6 @@
 #include "events.hpp"
 
 #include "arguments.hpp"
-#include "core.hpp"
 #include "lease_store.hpp"
 
 namespace lease {
@@ -73,18 +72,8 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
 
 TimestampTz history_cutoff(TimestampTz now)
 {
-    const char* setting = history_retention != nullptr ? history_retention : "7 days";
-    const Interval* retention = DatumGetIntervalP(
-        DirectFunctionCall3(interval_in, CStringGetDatum(setting), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-    const std::optional<std::int64_t> microseconds =
-        interval_microseconds(retention->month, retention->day, retention->time);
-    if (!microseconds || *microseconds < 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("lease.history_retention must be a non-negative interval, not \"%s\"", setting)));
-    TimestampTz cutoff;
-    if (pg_sub_s64_overflow(now, *microseconds, &cutoff) || !IS_VALID_TIMESTAMP(cutoff))
-        return DT_NOBEGIN;
-    return cutoff;
+    return before(now, interval_setting("lease.history_retention",
+                                        history_retention != nullptr ? history_retention : "7 days"));
 }
 
 void initialize_events()

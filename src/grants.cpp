@@ -75,24 +75,9 @@ Attempt try_grant(const GrantRequest& request, bool at_head_of_line)
             LockRelease(&fence, ExclusiveLock, false);
             require_acting_for(lease.role, "lease", request.name);
         }
-    } else if (lease.owner != nullptr) {
-        // A grant that expired (or whose session ended) without a release:
-        // this is where its end is reported, unless lease.expire_due() did.
-        record_event(Event::expired, request.name, lease.token, lease.owner, lease.session, lease.role);
-        count_event(Counter::takeovers);
     }
-
-    forget_passed_fence_checks();
-    const TimestampTz expires_at = request.session != 0 ? DT_NOEND : expiry_after(now, request.ttl_microseconds);
-    attempt.token =
-        store_grant(request.name, request.owner, request.ttl, now, expires_at, GetUserId(), request.session);
+    attempt.token = grant_locked(request, lease, live, now);
     attempt.granted = true;
-    record_event(Event::acquired, request.name, attempt.token, request.owner, request.session, GetUserId());
-    count_event(Counter::grants);
-    // A token a client has seen must never be handed out again, crash or not,
-    // and a grant must outlive a crash even with synchronous_commit = off.
-    make_tokens_durable();
-    ForceSyncCommit();
     return attempt;
 }
 
@@ -104,6 +89,27 @@ void commit_before_waiting()
 }
 
 }  // namespace
+
+int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now)
+{
+    if (!live && lease.owner != nullptr) {
+        // A grant that expired (or whose session ended) without a release:
+        // this is where its end is reported, unless lease.expire_due() did.
+        record_event(Event::expired, request.name, lease.token, lease.owner, lease.session, lease.role);
+        count_event(Counter::takeovers);
+    }
+    forget_passed_fence_checks();
+    const TimestampTz expires_at = request.session != 0 ? DT_NOEND : expiry_after(now, request.ttl_microseconds);
+    const int64 token =
+        store_grant(request.name, request.owner, request.ttl, now, expires_at, GetUserId(), request.session);
+    record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
+    count_event(Counter::grants);
+    // A token a client has seen must never be handed out again, crash or not,
+    // and a grant must outlive a crash even with synchronous_commit = off.
+    make_tokens_durable();
+    ForceSyncCommit();
+    return token;
+}
 
 bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int64* token)
 {

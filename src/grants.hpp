@@ -2,7 +2,7 @@
 // lease_acquire and session_acquire).
 #pragma once
 
-#include "pg.hpp"
+#include "lease_store.hpp"
 
 namespace lease {
 
@@ -13,6 +13,12 @@ struct GrantRequest {
     int64 ttl_microseconds;
     int64 session;  // 0 for a plain lease
 };
+
+// Writes the grant, reporting first the end of a grant that ended
+// unreported (lease is the state read under the lock, live whether its grant
+// is live), and returns the new token. Call with the name's fence lock held in
+// ExclusiveLock, after ensure_token_epoch().
+int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now);
 
 // Grants the lease if it can be granted now, or once it can within wait
 // (microseconds; 0: never wait). nonatomic: the caller is a procedure that may

@@ -9,6 +9,8 @@ namespace lease {
 
 // SQLSTATE LF001: a write was fenced off because its token is not the current live grant.
 constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
+// SQLSTATE LF002: an idempotency key was used again with another fingerprint.
+constexpr int errcode_key_reused = MAKE_SQLSTATE('L', 'F', '0', '0', '2');
 // SQLSTATE LF003: a session call on a session that is closed or expired.
 constexpr int errcode_session_ended = MAKE_SQLSTATE('L', 'F', '0', '0', '3');
 
@@ -115,6 +117,22 @@ struct PrefixRule {
 PrefixRule* store_prefix_rules(int* count);
 void store_allow(Oid role, const text* prefix);
 bool store_disallow(Oid role, const text* prefix);
+// An idempotency key's row.
+struct KeyState {
+    bool found;
+    text* fingerprint;
+    char* status;  // running, completed, failed, retryable
+    int64 token;
+    Jsonb* result;
+    TimestampTz finished_at;  // 0 while running
+};
+KeyState store_key_read(const text* key);
+void store_key_started(const text* key, const text* fingerprint, int64 token, const text* owner, Oid role,
+                       TimestampTz now);
+bool store_key_finished(const text* key, int64 token, const char* status, const Jsonb* result, TimestampTz now);
+void store_key_forget(const text* key);
+int64 store_prune_keys(TimestampTz cutoff);
+
 // The OID of lease.prefix_rules (relcache invalidations of it end cached rules).
 Oid prefix_rules_relation();
 

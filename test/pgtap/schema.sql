@@ -1,12 +1,12 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(119);
+SELECT plan(125);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
-SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules'],
-    'lease holds exactly the five documented tables');
+SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules', 'idempotency_keys'],
+    'lease holds exactly the six documented tables');
 SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
                                      'stat_revokes', 'stat_fence_rejections'],
@@ -15,8 +15,9 @@ SELECT views_are('lease', ARRAY['status', 'stats'], 'lease holds exactly two vie
 SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
-          'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow'],
-    'lease holds exactly the seventeen documented functions and procedures');
+          'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow', 'idempotency_begin',
+          'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency'],
+    'lease holds exactly the twenty-two documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -96,8 +97,17 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 17,
-    'no overloads: exactly seventeen functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 22,
+    'no overloads: exactly twenty-two functions and procedures in schema lease');
+SELECT is(pg_get_function_arguments('lease.idempotency_begin(text,text,text,interval)'::regprocedure),
+    'key text, fingerprint text, owner text, ttl interval DEFAULT ''00:00:20''::interval',
+    'idempotency_begin(key, fingerprint, owner, ttl DEFAULT 20 seconds)');
+SELECT is(pg_get_function_result('lease.idempotency_begin(text,text,text,interval)'::regprocedure),
+    'TABLE(status text, token bigint, result jsonb)', 'idempotency_begin returns (status, token, result)');
+SELECT function_returns('lease', 'idempotency_complete', ARRAY['text', 'bigint', 'jsonb'], 'void');
+SELECT function_returns('lease', 'idempotency_fail', ARRAY['text', 'bigint', 'jsonb', 'boolean'], 'void');
+SELECT function_returns('lease', 'idempotency_heartbeat', ARRAY['text', 'bigint', 'interval'], 'boolean');
+SELECT function_returns('lease', 'prune_idempotency', ARRAY[]::text[], 'bigint');
 
 SELECT function_returns('lease', 'lease_acquire', ARRAY['text', 'text', 'interval', 'interval'], 'bigint');
 SELECT function_returns('lease', 'lease_heartbeat', ARRAY['text', 'bigint', 'interval'], 'boolean');
@@ -212,7 +222,8 @@ SELECT ok('lease.fencing_token_seq'::regclass = ANY (extconfig),
 SELECT ok('lease.token_epochs'::regclass = ANY (extconfig),
     'lease.token_epochs is registered with pg_extension_config_dump: a restore leaps the tokens')
   FROM pg_extension WHERE extname = 'lease';
-SELECT ok(ARRAY['lease.sessions', 'lease.session_id_seq', 'lease.history', 'lease.prefix_rules']::regclass[]
+SELECT ok(ARRAY['lease.sessions', 'lease.session_id_seq', 'lease.history', 'lease.prefix_rules',
+                'lease.idempotency_keys']::regclass[]
           <@ extconfig::regclass[],
     'sessions, their id sequence (never reused), history and prefix rules are dumped with the data')
   FROM pg_extension WHERE extname = 'lease';
