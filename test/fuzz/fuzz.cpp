@@ -328,6 +328,23 @@ private:
         return o.ok() && o.get() == std::optional<std::string>("t");
     }
 
+    // Committed state: is the live grant of name (with this token, or this
+    // owner) one that the role of conn may not act for? The superuser acts
+    // for every grant; fuzz_app only for its own.
+    bool foreign_live_grant(const Connection& conn, const std::string& name, std::optional<long long> token,
+                            std::optional<std::string> owner)
+    {
+        if (&conn != app_.get())
+            return false;
+        const Outcome o = observer_->execute(
+            "SELECT role::text <> 'fuzz_app'"
+            "   AND ($2::bigint IS NULL OR token = $2::bigint) AND ($3::text IS NULL OR owner = $3::text)"
+            "   AND owner IS NOT NULL AND expires_at > pg_catalog.clock_timestamp()"
+            " FROM lease.leases WHERE name = $1::text",
+            {Param(name), token ? Param(std::to_string(*token)) : Param(), owner ? Param(*owner) : Param()});
+        return o.ok() && o.get() == std::optional<std::string>("t");
+    }
+
     std::string fingerprint()
     {
         const Outcome o = observer_->execute(
@@ -493,16 +510,21 @@ private:
             expect = *e;
         else if (auto e = default_ttl ? std::nullopt : ttl_error(ttl, false))
             expect = *e;
+        Connection& conn = actor();
+        // Re-acquiring a live grant of another role under its owner name is refused.
+        const bool foreign = expect.success && foreign_live_grant(conn, *name.value, std::nullopt, *owner.value);
+        if (foreign)
+            expect = Expect::error({"42501"});
         const bool read_only = chance(5);
-        if (read_only && expect.success)
+        if (read_only && (expect.success || foreign))
             expect.also({"25006"});
         const std::string what = "lease_acquire(" + describe(name.value) + ", " + describe(owner.value) + ", " +
                                  (default_ttl ? "default" : describe(ttl.value)) + ")" +
                                  (read_only ? " read only" : "");
         const std::optional<std::string> token =
-            default_ttl ? call(actor(), what, "SELECT lease.lease_acquire($1::text, $2::text)",
+            default_ttl ? call(conn, what, "SELECT lease.lease_acquire($1::text, $2::text)",
                                {name.value, owner.value}, expect, read_only)
-                        : call(actor(), what, "SELECT lease.lease_acquire($1::text, $2::text, $3::interval)",
+                        : call(conn, what, "SELECT lease.lease_acquire($1::text, $2::text, $3::interval)",
                                {name.value, owner.value, ttl.value}, expect, read_only);
         if (token) {
             const long long t = std::stoll(*token);
@@ -528,16 +550,21 @@ private:
             expect = *e;
         else if (auto e = with_ttl ? ttl_error(ttl, true) : std::nullopt)
             expect = *e;
+        Connection& conn = actor();
+        // A live grant's token presented by a role that may not act for it is 42501.
+        const bool foreign = expect.success && foreign_live_grant(conn, *name.value, tok.number_value, std::nullopt);
+        if (foreign)
+            expect = Expect::error({"42501"});
         const bool read_only = chance(5);
-        if (read_only && expect.success)
+        if (read_only && (expect.success || foreign))
             expect.also({"25006"});
         const std::string what = "lease_heartbeat(" + describe(name.value) + ", " + describe(tok.value) +
                                  (with_ttl ? ", " + describe(ttl.value) : "") + ")" + (read_only ? " read only" : "");
         if (with_ttl)
-            call(actor(), what, "SELECT lease.lease_heartbeat($1::text, $2::bigint, $3::interval)",
+            call(conn, what, "SELECT lease.lease_heartbeat($1::text, $2::bigint, $3::interval)",
                  {name.value, tok.value, ttl.value}, expect, read_only);
         else
-            call(actor(), what, "SELECT lease.lease_heartbeat($1::text, $2::bigint)", {name.value, tok.value},
+            call(conn, what, "SELECT lease.lease_heartbeat($1::text, $2::bigint)", {name.value, tok.value},
                  expect, read_only);
     }
 
@@ -552,10 +579,14 @@ private:
             expect = *e;
         else if (auto e = token_error(tok))
             expect = *e;
+        Connection& conn = actor();
+        const bool foreign = expect.success && foreign_live_grant(conn, *name.value, tok.number_value, std::nullopt);
+        if (foreign)
+            expect = Expect::error({"42501"});
         const bool read_only = chance(5);
-        if (read_only && expect.success)
+        if (read_only && (expect.success || foreign))
             expect.also({"25006"});
-        call(actor(), "lease_release(" + describe(name.value) + ", " + describe(tok.value) + ")",
+        call(conn, "lease_release(" + describe(name.value) + ", " + describe(tok.value) + ")",
              "SELECT lease.lease_release($1::text, $2::bigint)", {name.value, tok.value}, expect, read_only);
     }
 
@@ -614,7 +645,7 @@ private:
             {"SELECT lease.lease_heartbeat('x', 9223372036854775807 + 1)", "22003"},
             {"SELECT lease.fence_trigger()", "39P01"},
             {"SELECT lease.lease_acquire()", "42883"},
-            {"SELECT lease.lease_acquire('a', 'b', 'c', 'd')", "42883"},
+            {"SELECT lease.lease_acquire('a', 'b', 'c', 'd', 'e')", "42883"},
             {"SELECT lease.lease_heartbeat('x', 1.5)", "42883"},
             {"SELECT lease.set_fence_token('abc')", "22P02"},
             {"SELECT lease.set_fence_token('9223372036854775808')", "22003"},
