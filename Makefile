@@ -3,7 +3,7 @@
 EXTENSION = lease
 MODULE_big = lease
 OBJS = src/entry_points.o src/access.o src/arguments.o src/events.o src/fence.o src/grants.o src/idempotency.o src/lease_store.o \
-	src/name_template.o src/sessions.o src/validation.o src/waiting.o
+	src/name_template.o src/pools.o src/sessions.o src/validation.o src/waiting.o
 DATA = $(wildcard sql/lease--*.sql)
 
 # pg_regress inputs are sql/*.sql except the extension scripts (sql/lease--*.sql).

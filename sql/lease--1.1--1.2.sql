@@ -285,6 +285,84 @@ COMMENT ON FUNCTION lease.prune_idempotency() IS
 GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
 REVOKE ALL ON FUNCTION lease.prune_idempotency() FROM PUBLIC;
 
+-- Pools (docs/concepts.md, "Pools"): resources owned one per session,
+-- balanced across the sessions claiming in the pool.
+CREATE TABLE lease.pools (
+    pool      text   NOT NULL PRIMARY KEY,
+    resources bigint NOT NULL
+);
+
+COMMENT ON TABLE lease.pools IS 'The number of resources in each pool (kept by pool_put and pool_remove).';
+
+CREATE TABLE lease.pool_resources (
+    name    text   NOT NULL PRIMARY KEY,
+    pool    text   NOT NULL,
+    state   jsonb  NOT NULL,
+    session bigint
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE lease.pool_resources IS
+    'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
+
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session);
+CREATE INDEX pool_resources_session ON lease.pool_resources (session) WHERE session IS NOT NULL;
+
+CREATE TABLE lease.pool_claimers (
+    pool       text        NOT NULL,
+    session    bigint      NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    PRIMARY KEY (pool, session)
+);
+
+COMMENT ON TABLE lease.pool_claimers IS
+    'When each session last claimed in each pool: the live ones that claimed within their ttl share the pool.';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.pools', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.pool_resources', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.pool_claimers', '');
+
+CREATE FUNCTION lease.pool_put(pool text, name text, state jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_pool_put';
+
+COMMENT ON FUNCTION lease.pool_put(text, text, jsonb) IS
+    'Adds a resource to a pool, or replaces its state (a live grant stays); a name belongs to one pool.';
+
+CREATE FUNCTION lease.pool_remove(pool text, name text)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_pool_remove';
+
+COMMENT ON FUNCTION lease.pool_remove(text, text) IS
+    'Retires a resource: ends its grant (its token is fenced off from then on) and no claim grants it again.';
+
+CREATE FUNCTION lease.claim(pool text, session bigint, max integer DEFAULT NULL)
+RETURNS TABLE (name text, token bigint, state jsonb)
+LANGUAGE c VOLATILE PARALLEL UNSAFE ROWS 10
+AS 'MODULE_PATHNAME', 'lease_claim';
+
+COMMENT ON FUNCTION lease.claim(text, bigint, integer) IS
+    'Grants free or orphaned resources of the pool to the session, up to its fair share (and max), never waiting on another claimer; returns the new grants with their state.';
+
+CREATE FUNCTION lease.surplus(pool text, session bigint)
+RETURNS SETOF text
+LANGUAGE c VOLATILE PARALLEL UNSAFE ROWS 10
+AS 'MODULE_PATHNAME', 'lease_surplus';
+
+COMMENT ON FUNCTION lease.surplus(text, bigint) IS
+    'The leases this session holds in the pool beyond its fair share, for it to release.';
+
+CREATE FUNCTION lease.checkpoint(name text, token bigint, state jsonb)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_checkpoint';
+
+COMMENT ON FUNCTION lease.checkpoint(text, bigint, jsonb) IS
+    'Stores a holder''s progress under its token (false for a stale or expired one); the next holder receives it.';
+
+GRANT SELECT ON lease.pools, lease.pool_resources, lease.pool_claimers TO PUBLIC;
+
 -- A session lease (session is set) lives as long as its session: its own
 -- expires_at is 'infinity' and the view shows the session's. A session bound
 -- to a connection also ends when that backend exits and lets go of the

@@ -94,37 +94,62 @@ void require_acting_for_session(Oid role, int64 session)
         report_foreign(role, psprintf("session %lld", static_cast<long long>(session)));
 }
 
-void check_prefix_rules(const text* name)
+namespace {
+
+// The longest prefix with rules that name starts with, and whether the
+// caller is a member of one of its roles.
+struct PrefixVerdict {
+    bool confined;
+    bool allowed;
+    std::size_t prefix_length;
+};
+
+PrefixVerdict judge(const text* name)
 {
+    PrefixVerdict verdict = {false, true, 0};
     if (!catalog_has_sessions())
-        return;
+        return verdict;
     const RuleCache& cache = prefix_rules();
-    if (cache.count == 0)
-        return;
     const char* bytes = VARDATA_ANY(name);
     const std::size_t length = VARSIZE_ANY_EXHDR(name);
-    std::size_t longest = 0;
-    bool matched = false;
     for (int i = 0; i < cache.count; ++i) {
         const CachedRule& rule = cache.rules[i];
-        if (rule.length <= length && memcmp(rule.prefix, bytes, rule.length) == 0 && (!matched || rule.length > longest)) {
-            longest = rule.length;
-            matched = true;
+        if (rule.length <= length && memcmp(rule.prefix, bytes, rule.length) == 0 &&
+            (!verdict.confined || rule.length > verdict.prefix_length)) {
+            verdict.prefix_length = rule.length;
+            verdict.confined = true;
         }
     }
-    if (!matched || caller_is_admin())
-        return;
+    if (!verdict.confined || caller_is_admin())
+        return verdict;
     const Oid caller = GetUserId();
-    for (int i = 0; i < cache.count; ++i) {
+    verdict.allowed = false;
+    for (int i = 0; i < cache.count && !verdict.allowed; ++i) {
         const CachedRule& rule = cache.rules[i];
-        if (rule.length == longest && memcmp(rule.prefix, bytes, longest) == 0 && has_privs_of_role(caller, rule.role))
-            return;
+        verdict.allowed = rule.length == verdict.prefix_length && memcmp(rule.prefix, bytes, rule.length) == 0 &&
+                          has_privs_of_role(caller, rule.role);
     }
+    return verdict;
+}
+
+}  // namespace
+
+bool caller_may_acquire(const text* name)
+{
+    return judge(name).allowed;
+}
+
+void check_prefix_rules(const text* name)
+{
+    const PrefixVerdict verdict = judge(name);
+    if (verdict.allowed)
+        return;
     ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                     errmsg("permission denied to acquire lease \"%s\"", text_to_cstring(name)),
                     errdetail("Names under the prefix \"%.*s\" are confined to the roles lease.allow names, and "
                               "role \"%s\" is not a member of any of them.",
-                              static_cast<int>(longest), bytes, GetUserNameFromId(caller, false))));
+                              static_cast<int>(verdict.prefix_length), VARDATA_ANY(name),
+                              GetUserNameFromId(GetUserId(), false))));
 }
 
 void initialize_access()

@@ -23,6 +23,9 @@ void require_acting_for_session(Oid role, int64 session);
 // must be a member of one of its roles; names under no rule are free for all.
 void check_prefix_rules(const text* name);
 
+// The same rule as a question: whether the caller may acquire this name.
+bool caller_may_acquire(const text* name);
+
 // From _PG_init.
 void initialize_access();
 

@@ -9,6 +9,7 @@
 #include "grants.hpp"
 #include "idempotency.hpp"
 #include "lease_store.hpp"
+#include "pools.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
 
@@ -172,6 +173,8 @@ Datum release(FunctionCallInfo fcinfo)
     lease::record_event(lease::Event::released, name, token, lease.owner, lease.session, lease.role);
     lease::count_event(lease::Counter::releases);
     lease::wake_waiters_at_commit(name);
+    if (lease.session != 0)
+        lease::forget_pool_holder(name);
     PG_RETURN_BOOL(true);
 }
 
@@ -200,6 +203,8 @@ Datum revoke(FunctionCallInfo fcinfo)
         PG_RETURN_NULL();
     lease::record_event(lease::Event::revoked, name, token, live ? lease.owner : nullptr, live ? lease.session : 0,
                         GetUserId());
+    if (lease.session != 0)
+        lease::forget_pool_holder(name);
     lease::count_event(lease::Counter::revokes);
     lease::wake_waiters_at_commit(name);
     lease::make_tokens_durable();
@@ -270,6 +275,8 @@ Datum expire_due(FunctionCallInfo)
             continue;
         }
         lease::record_event(lease::Event::expired, names[i], lease.token, lease.owner, lease.session, lease.role);
+        if (lease.session != 0)
+            lease::forget_pool_holder(names[i]);
         ++reported;
     }
     PG_RETURN_INT32(reported);
@@ -325,6 +332,7 @@ Datum session_close(FunctionCallInfo fcinfo)
     for (int i = 0; i < count; ++i)
         lease::wake_waiters_at_commit(released[i].name);
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
+    lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
     PG_RETURN_INT32(was_live ? count : 0);
 }
@@ -415,6 +423,11 @@ LEASE_ENTRY(lease_session_keepalive, session_keepalive)
 LEASE_ENTRY(lease_session_close, session_close)
 LEASE_ENTRY(lease_session_acquire, session_acquire)
 LEASE_ENTRY(lease_allow, allow)
+LEASE_ENTRY(lease_pool_put, lease::pool_put)
+LEASE_ENTRY(lease_pool_remove, lease::pool_remove)
+LEASE_ENTRY(lease_claim, lease::claim)
+LEASE_ENTRY(lease_surplus, lease::surplus)
+LEASE_ENTRY(lease_checkpoint, lease::checkpoint)
 LEASE_ENTRY(lease_idempotency_begin, lease::idempotency_begin)
 LEASE_ENTRY(lease_idempotency_complete, lease::idempotency_complete)
 LEASE_ENTRY(lease_idempotency_fail, lease::idempotency_fail)

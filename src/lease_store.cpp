@@ -51,6 +51,21 @@ enum Query {
     query_prefix_rules,
     query_allow,
     query_disallow,
+    query_pool_put,
+    query_pool_count_add,
+    query_pool_remove,
+    query_pool_count,
+    query_pool_touch_claimer,
+    query_pool_claimers,
+    query_pool_dead_claimers,
+    query_pool_held,
+    query_pool_free,
+    query_pool_orphaned,
+    query_pool_assign,
+    query_pool_unassign_name,
+    query_pool_unassign_session,
+    query_pool_surplus,
+    query_pool_checkpoint,
     query_key_read,
     query_key_write,
     query_key_finish,
@@ -246,6 +261,109 @@ constexpr QuerySpec query_specs[query_count] = {
      " WHERE prefix OPERATOR(pg_catalog.=) $2 AND role OPERATOR(pg_catalog.=) $1",
      2,
      {REGROLEOID, TEXTOID}},
+
+    // Pools. A resource's session is the session that claimed it, until its
+    // grant is released, revoked or reported expired, or its session closes.
+
+    // pool_put($1 pool, $2 name, $3 state): true when new, false when
+    // replaced, no row when the name belongs to another pool.
+    {"INSERT INTO lease.pool_resources AS r (name, pool, state) VALUES ($2, $1, $3)"
+     " ON CONFLICT (name) DO UPDATE SET state = EXCLUDED.state"
+     "  WHERE r.pool OPERATOR(pg_catalog.=) EXCLUDED.pool"
+     " RETURNING r.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid",
+     3,
+     {TEXTOID, TEXTOID, JSONBOID}},
+
+    // pool_count_add($1 pool, $2 delta)
+    {"INSERT INTO lease.pools AS p (pool, resources) VALUES ($1, $2)"
+     " ON CONFLICT (pool) DO UPDATE SET resources = p.resources OPERATOR(pg_catalog.+) EXCLUDED.resources",
+     2,
+     {TEXTOID, INT8OID}},
+
+    // pool_remove($1 pool, $2 name)
+    {"DELETE FROM lease.pool_resources"
+     " WHERE name OPERATOR(pg_catalog.=) $2 AND pool OPERATOR(pg_catalog.=) $1",
+     2,
+     {TEXTOID, TEXTOID}},
+
+    // pool_count($1 pool)
+    {"SELECT resources FROM lease.pools WHERE pool OPERATOR(pg_catalog.=) $1", 1, {TEXTOID}},
+
+    // pool_touch_claimer($1 pool, $2 session, $3 now)
+    {"INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
+     " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at",
+     3,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
+
+    // pool_claimers($1 pool, $2 now): sessions that claimed within their ttl
+    // and are open and unexpired (bound ones are checked by the caller),
+    // with whether they are bound, in id order.
+    {"SELECT c.session, s.bound_pid IS NOT NULL FROM lease.pool_claimers AS c"
+     "  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
+     " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND s.closed_at IS NULL"
+     "   AND s.expires_at OPERATOR(pg_catalog.>) $2"
+     "   AND c.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) $2"
+     " ORDER BY c.session",
+     2,
+     {TEXTOID, TIMESTAMPTZOID}},
+
+    // pool_dead_claimers($1 pool, $2 now): claimers that may have ended (bound
+    // ones are checked by the caller), with whether they are bound.
+    {"SELECT c.session, s.bound_pid IS NOT NULL AND s.closed_at IS NULL"
+     "                  AND s.expires_at OPERATOR(pg_catalog.>) $2"
+     "  FROM lease.pool_claimers AS c"
+     "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
+     " WHERE c.pool OPERATOR(pg_catalog.=) $1"
+     "   AND (s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $2"
+     "        OR s.bound_pid IS NOT NULL)",
+     2,
+     {TEXTOID, TIMESTAMPTZOID}},
+
+    // pool_held($1 pool, $2 session)
+    {"SELECT count(*) FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
+     2,
+     {TEXTOID, INT8OID}},
+
+    // pool_free($1 pool, $2 limit): resources nobody claimed, or whose grant
+    // ended; rows another claimer is taking are skipped, never waited for.
+    {"SELECT name, state FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL"
+     " LIMIT $2 FOR UPDATE SKIP LOCKED",
+     2,
+     {TEXTOID, INT8OID}},
+
+    // pool_orphaned($1 pool, $2 ended sessions, $3 limit): resources of
+    // sessions that ended without closing.
+    {"SELECT name, state FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) ANY ($2)"
+     " LIMIT $3 FOR UPDATE SKIP LOCKED",
+     3,
+     {TEXTOID, INT8ARRAYOID, INT8OID}},
+
+    // pool_assign($1 name, $2 session)
+    {"UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1",
+     2,
+     {TEXTOID, INT8OID}},
+
+    // pool_unassign_name($1 name)
+    {"UPDATE lease.pool_resources SET session = NULL"
+     " WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL",
+     1,
+     {TEXTOID}},
+
+    // pool_unassign_session($1 session)
+    {"UPDATE lease.pool_resources SET session = NULL WHERE session OPERATOR(pg_catalog.=) $1", 1, {INT8OID}},
+
+    // pool_surplus($1 pool, $2 session, $3 count)
+    {"SELECT name FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+     " ORDER BY name DESC LIMIT $3",
+     3,
+     {TEXTOID, INT8OID, INT8OID}},
+
+    // pool_checkpoint($1 name, $2 state)
+    {"UPDATE lease.pool_resources SET state = $2 WHERE name OPERATOR(pg_catalog.=) $1", 2, {TEXTOID, JSONBOID}},
 
     // The statements on idempotency keys run with the key's fence lock held
     // (ExclusiveLock to begin, ShareLock to finish), which orders them.
@@ -973,6 +1091,148 @@ bool store_disallow(Oid role, const text* prefix)
     const bool removed = SPI_processed > 0;
     finish_as_caller(caller);
     return removed;
+}
+
+int store_pool_put(const text* pool, const text* name, const Jsonb* state)
+{
+    Datum values[3] = {PointerGetDatum(pool), PointerGetDatum(name), PointerGetDatum(state)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_put, values, nullptr, false);
+    int outcome = -1;
+    if (SPI_processed == 1) {
+        bool isnull;
+        outcome = DatumGetBool(result_value(0, 1, &isnull)) ? 1 : 0;
+        if (outcome == 1) {
+            Datum count[2] = {PointerGetDatum(pool), Int64GetDatum(1)};
+            run(query_pool_count_add, count, nullptr, false);
+        }
+    }
+    finish_as_caller(caller);
+    return outcome;
+}
+
+bool store_pool_remove(const text* pool, const text* name)
+{
+    Datum values[2] = {PointerGetDatum(pool), PointerGetDatum(name)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_remove, values, nullptr, false);
+    const bool removed = SPI_processed == 1;
+    if (removed) {
+        Datum count[2] = {PointerGetDatum(pool), Int64GetDatum(-1)};
+        run(query_pool_count_add, count, nullptr, false);
+    }
+    finish_as_caller(caller);
+    return removed;
+}
+
+PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch)
+{
+    PoolView view = {0, 0, nullptr, nullptr, 0, nullptr, nullptr, 0};
+    Datum pool_now[2] = {PointerGetDatum(pool), TimestampTzGetDatum(now)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    if (touch) {
+        Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
+        run(query_pool_touch_claimer, claimer, nullptr, false);
+    }
+    bool isnull;
+    run(query_pool_count, pool_now, nullptr, true);
+    view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
+    run(query_pool_claimers, pool_now, nullptr, true);
+    view.claimer_count = static_cast<int>(SPI_processed);
+    view.claimers = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.claimer_count + 1)));
+    view.claimer_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.claimer_count + 1)));
+    for (int i = 0; i < view.claimer_count; ++i) {
+        view.claimers[i] = DatumGetInt64(result_value(i, 1, &isnull));
+        view.claimer_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
+    }
+    run(query_pool_dead_claimers, pool_now, nullptr, true);
+    view.ended_count = static_cast<int>(SPI_processed);
+    view.ended = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.ended_count + 1)));
+    view.ended_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.ended_count + 1)));
+    for (int i = 0; i < view.ended_count; ++i) {
+        view.ended[i] = DatumGetInt64(result_value(i, 1, &isnull));
+        view.ended_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
+    }
+    Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
+    run(query_pool_held, held, nullptr, true);
+    view.held = DatumGetInt64(result_value(0, 1, &isnull));
+    finish_as_caller(caller);
+    return view;
+}
+
+PoolResource* store_pool_candidates(const text* pool, const int64* ended, int ended_count, int64 limit, int* count)
+{
+    const CallerIdentity caller = connect_as_lease_owner();
+    Datum free_values[2] = {PointerGetDatum(pool), Int64GetDatum(limit)};
+    run(query_pool_free, free_values, nullptr, false);
+    const uint64 free_count = SPI_processed;
+    SPITupleTable* free_rows = SPI_tuptable;
+    uint64 orphaned_count = 0;
+    SPITupleTable* orphaned_rows = nullptr;
+    if (ended_count > 0 && free_count < static_cast<uint64>(limit)) {
+        Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * ended_count));
+        for (int i = 0; i < ended_count; ++i)
+            elements[i] = Int64GetDatum(ended[i]);
+        ArrayType* sessions = construct_array(elements, ended_count, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE);
+        Datum orphaned_values[3] = {PointerGetDatum(pool), PointerGetDatum(sessions),
+                                    Int64GetDatum(limit - static_cast<int64>(free_count))};
+        run(query_pool_orphaned, orphaned_values, nullptr, false);
+        orphaned_count = SPI_processed;
+        orphaned_rows = SPI_tuptable;
+    }
+    *count = static_cast<int>(free_count + orphaned_count);
+    PoolResource* resources = static_cast<PoolResource*>(SPI_palloc(sizeof(PoolResource) * (*count + 1)));
+    for (uint64 i = 0; i < free_count + orphaned_count; ++i) {
+        SPITupleTable* rows = i < free_count ? free_rows : orphaned_rows;
+        const uint64 row = i < free_count ? i : i - free_count;
+        bool isnull;
+        resources[i].name = DatumGetTextPP(SPI_datumTransfer(
+            SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull), false, -1));
+        resources[i].state = DatumGetJsonbP(SPI_datumTransfer(
+            SPI_getbinval(rows->vals[row], rows->tupdesc, 2, &isnull), false, -1));
+    }
+    finish_as_caller(caller);
+    return resources;
+}
+
+void store_pool_assign(const text* name, int64 session)
+{
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(session)};
+    const char nulls[2] = {' ', session != 0 ? ' ' : 'n'};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(session != 0 ? query_pool_assign : query_pool_unassign_name, values, nulls, false);
+    finish_as_caller(caller);
+}
+
+void store_pool_unassign_session(int64 session)
+{
+    Datum values[1] = {Int64GetDatum(session)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_unassign_session, values, nullptr, false);
+    finish_as_caller(caller);
+}
+
+text** store_pool_surplus(const text* pool, int64 session, int64 count, int* found)
+{
+    Datum values[3] = {PointerGetDatum(pool), Int64GetDatum(session), Int64GetDatum(count)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_surplus, values, nullptr, true);
+    *found = static_cast<int>(SPI_processed);
+    text** names = static_cast<text**>(SPI_palloc(sizeof(text*) * (*found + 1)));
+    for (int i = 0; i < *found; ++i)
+        names[i] = result_text(i, 1);
+    finish_as_caller(caller);
+    return names;
+}
+
+bool store_pool_checkpoint(const text* name, const Jsonb* state)
+{
+    Datum values[2] = {PointerGetDatum(name), PointerGetDatum(state)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_checkpoint, values, nullptr, false);
+    const bool stored = SPI_processed == 1;
+    finish_as_caller(caller);
+    return stored;
 }
 
 KeyState store_key_read(const text* key)

@@ -117,6 +117,41 @@ struct PrefixRule {
 PrefixRule* store_prefix_rules(int* count);
 void store_allow(Oid role, const text* prefix);
 bool store_disallow(Oid role, const text* prefix);
+// Pools (docs/concepts.md, "Pools"). pool_put: 1 new, 0 replaced, -1 the
+// name belongs to another pool.
+int store_pool_put(const text* pool, const text* name, const Jsonb* state);
+bool store_pool_remove(const text* pool, const text* name);
+
+// What a claim needs to know of a pool: its size, its claimers (open,
+// unexpired sessions that claimed within their ttl, by id; bound ones still
+// to be probed), the claimers that may have ended, and what session holds.
+// touch records session as a claimer first.
+struct PoolView {
+    int64 resources;
+    int claimer_count;
+    int64* claimers;
+    bool* claimer_bound;
+    int ended_count;
+    int64* ended;
+    bool* ended_bound;  // bound and otherwise live: ended only if its backend is gone
+    int64 held;
+};
+PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch);
+
+struct PoolResource {
+    text* name;
+    Jsonb* state;
+};
+// Up to limit resources to claim: unclaimed ones first, then those of ended
+// sessions; rows being claimed by others are skipped, and those returned are
+// locked until the transaction ends.
+PoolResource* store_pool_candidates(const text* pool, const int64* ended, int ended_count, int64 limit, int* count);
+// Records the session a resource was granted to (0: none).
+void store_pool_assign(const text* name, int64 session);
+void store_pool_unassign_session(int64 session);
+text** store_pool_surplus(const text* pool, int64 session, int64 count, int* found);
+bool store_pool_checkpoint(const text* name, const Jsonb* state);
+
 // An idempotency key's row.
 struct KeyState {
     bool found;

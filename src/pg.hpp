@@ -37,6 +37,7 @@ extern "C" {
 #include "storage/sinval.h"
 #include "storage/sinvaladt.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/datetime.h"

@@ -1,12 +1,13 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(125);
+SELECT plan(130);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
-SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules', 'idempotency_keys'],
-    'lease holds exactly the six documented tables');
+SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules', 'idempotency_keys',
+                              'pools', 'pool_resources', 'pool_claimers'],
+    'lease holds exactly the nine documented tables');
 SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
                                      'stat_revokes', 'stat_fence_rejections'],
@@ -16,8 +17,9 @@ SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
           'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow', 'idempotency_begin',
-          'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency'],
-    'lease holds exactly the twenty-two documented functions and procedures');
+          'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
+          'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint'],
+    'lease holds exactly the twenty-seven documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -97,8 +99,14 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 22,
-    'no overloads: exactly twenty-two functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 27,
+    'no overloads: exactly twenty-seven functions and procedures in schema lease');
+SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
+    'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
+SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
+SELECT function_returns('lease', 'pool_remove', ARRAY['text', 'text'], 'boolean');
+SELECT function_returns('lease', 'surplus', ARRAY['text', 'bigint'], 'setof text');
+SELECT function_returns('lease', 'checkpoint', ARRAY['text', 'bigint', 'jsonb'], 'boolean');
 SELECT is(pg_get_function_arguments('lease.idempotency_begin(text,text,text,interval)'::regprocedure),
     'key text, fingerprint text, owner text, ttl interval DEFAULT ''00:00:20''::interval',
     'idempotency_begin(key, fingerprint, owner, ttl DEFAULT 20 seconds)');
@@ -223,7 +231,7 @@ SELECT ok('lease.token_epochs'::regclass = ANY (extconfig),
     'lease.token_epochs is registered with pg_extension_config_dump: a restore leaps the tokens')
   FROM pg_extension WHERE extname = 'lease';
 SELECT ok(ARRAY['lease.sessions', 'lease.session_id_seq', 'lease.history', 'lease.prefix_rules',
-                'lease.idempotency_keys']::regclass[]
+                'lease.idempotency_keys', 'lease.pools', 'lease.pool_resources', 'lease.pool_claimers']::regclass[]
           <@ extconfig::regclass[],
     'sessions, their id sequence (never reused), history and prefix rules are dumped with the data')
   FROM pg_extension WHERE extname = 'lease';

@@ -1,0 +1,243 @@
+#include "pools.hpp"
+
+#include "access.hpp"
+#include "arguments.hpp"
+#include "core.hpp"
+#include "events.hpp"
+#include "fence.hpp"
+#include "grants.hpp"
+#include "lease_store.hpp"
+#include "sessions.hpp"
+#include "waiting.hpp"
+
+namespace lease {
+
+namespace {
+
+// A claim holds the fence lock of each lease it grants until it commits, and
+// the lock table is shared and finite: it grants at most this many per call
+// (a worker claims again to get the rest).
+constexpr int64 max_grants_per_claim = 1000;
+
+const Jsonb* state_arg(FunctionCallInfo fcinfo, int argno)
+{
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("state must not be NULL")));
+    return PG_GETARG_JSONB_P(argno);
+}
+
+int64 session_of(FunctionCallInfo fcinfo, int argno)
+{
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("session must not be NULL")));
+    return PG_GETARG_INT64(argno);
+}
+
+// The caller's live session: LF003 when it has ended, 42501 when it is
+// another role's.
+SessionState live_session(int64 session, TimestampTz now)
+{
+    const SessionState state = read_session(session);
+    if (!session_live(session, state, now))
+        ereport(ERROR, (errcode(errcode_session_ended),
+                        errmsg("session %lld is closed or expired", static_cast<long long>(session))));
+    require_acting_for_session(state.role, session);
+    return state;
+}
+
+// The session's fair share: the pool's resources split as evenly as possible
+// among its live claimers (the caller included), the first resources mod
+// claimers of them by id getting one more.
+int64 fair_share(const PoolView& view, int64 session)
+{
+    int64 claimers = 0;
+    int64 rank = -1;
+    bool counted_self = false;
+    for (int i = 0; i < view.claimer_count; ++i) {
+        const int64 claimer = view.claimers[i];
+        if (claimer != session && view.claimer_bound[i] && !session_live(claimer, read_session(claimer), GetCurrentTimestamp()))
+            continue;
+        if (!counted_self && claimer > session) {
+            rank = claimers++;
+            counted_self = true;
+        }
+        if (claimer == session) {
+            rank = claimers;
+            counted_self = true;
+        }
+        ++claimers;
+    }
+    if (!counted_self)
+        rank = claimers++;
+    return view.resources / claimers + (rank < view.resources % claimers ? 1 : 0);
+}
+
+void return_row(const ReturnSetInfo* rsinfo, const text* name, int64 token, const Jsonb* state)
+{
+    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), PointerGetDatum(state)};
+    bool nulls[3] = {false, false, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+}  // namespace
+
+void forget_pool_holder(const text* name)
+{
+    if (catalog_has_sessions())
+        store_pool_assign(name, 0);
+}
+
+Datum pool_put(FunctionCallInfo fcinfo)
+{
+    require_sessions_catalog("lease.pool_put");
+    const text* pool = identifier_arg(fcinfo, 0, "pool");
+    const text* name = identifier_arg(fcinfo, 1, "lease name");
+    const Jsonb* state = state_arg(fcinfo, 2);
+    check_prefix_rules(name);
+    if (store_pool_put(pool, name, state) < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("lease \"%s\" belongs to another pool", text_to_cstring(name)),
+                        errhint("Remove it from that pool first.")));
+    PG_RETURN_VOID();
+}
+
+// Removing a held resource ends its grant: the fence rejects the old token
+// from then on, as after a revoke, and no claim grants it again.
+Datum pool_remove(FunctionCallInfo fcinfo)
+{
+    require_sessions_catalog("lease.pool_remove");
+    const text* pool = identifier_arg(fcinfo, 0, "pool");
+    const text* name = identifier_arg(fcinfo, 1, "lease name");
+    check_prefix_rules(name);
+    if (!store_pool_remove(pool, name))
+        PG_RETURN_BOOL(false);
+    ensure_token_epoch();
+    LOCKTAG tag;
+    set_fence_locktag(&tag, name);
+    (void) LockAcquire(&tag, ExclusiveLock, false, false);
+    forget_passed_fence_checks();
+    const TimestampTz now = GetCurrentTimestamp();
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    int64 token;
+    if (grant_live(lease, now, &expiry, &bound_session) && store_revoke(name, now, &token)) {
+        record_event(Event::revoked, name, token, lease.owner, lease.session, GetUserId());
+        count_event(Counter::revokes);
+        wake_waiters_at_commit(name);
+        make_tokens_durable();
+    }
+    PG_RETURN_BOOL(true);
+}
+
+Datum claim(FunctionCallInfo fcinfo)
+{
+    require_sessions_catalog("lease.claim");
+    const text* pool = identifier_arg(fcinfo, 0, "pool");
+    const int64 session = session_of(fcinfo, 1);
+    const bool capped = !PG_ARGISNULL(2);
+    const int64 max = capped ? PG_GETARG_INT32(2) : 0;
+    if (capped && max < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("max must not be negative")));
+    InitMaterializedSRF(fcinfo, 0);
+    const ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+
+    const TimestampTz now = GetCurrentTimestamp();
+    const SessionState state = live_session(session, now);
+    const PoolView view = store_pool_view(pool, session, now, true);
+    int64 wanted = fair_share(view, session) - view.held;
+    if (capped && max < wanted)
+        wanted = max;
+    if (wanted > max_grants_per_claim)
+        wanted = max_grants_per_claim;
+    if (wanted <= 0)
+        return static_cast<Datum>(0);
+
+    // Sessions that ended without closing leave their resources to claim.
+    int64* ended = static_cast<int64*>(palloc(sizeof(int64) * (view.ended_count + 1)));
+    int ended_count = 0;
+    for (int i = 0; i < view.ended_count; ++i)
+        if (!view.ended_bound[i] || !session_live(view.ended[i], read_session(view.ended[i]), now))
+            ended[ended_count++] = view.ended[i];
+
+    int candidate_count;
+    const PoolResource* candidates =
+        store_pool_candidates(pool, ended, ended_count, wanted * 2 + 8, &candidate_count);
+    const std::optional<std::int64_t> ttl = interval_microseconds(state.ttl->month, state.ttl->day, state.ttl->time);
+    ensure_token_epoch();
+    int64 granted = 0;
+    for (int i = 0; i < candidate_count && granted < wanted; ++i) {
+        const text* name = candidates[i].name;
+        if (!caller_may_acquire(name))
+            continue;
+        // Never wait for another claimer, a grant or a fenced write: a busy
+        // resource is left for the next claim.
+        LOCKTAG tag;
+        set_fence_locktag(&tag, name);
+        if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+            continue;
+        const TimestampTz granted_at = GetCurrentTimestamp();
+        const LeaseState lease = read_latest(name);
+        TimestampTz expiry;
+        int64 bound_session;
+        const bool live = grant_live(lease, granted_at, &expiry, &bound_session);
+        if (live) {
+            LockRelease(&tag, ExclusiveLock, false);
+            continue;
+        }
+        const GrantRequest request = {name, state.owner, state.ttl, ttl.value_or(0), session};
+        const int64 token = grant_locked(request, lease, false, granted_at);
+        store_pool_assign(name, session);
+        return_row(rsinfo, name, token, candidates[i].state);
+        ++granted;
+    }
+    return static_cast<Datum>(0);
+}
+
+Datum surplus(FunctionCallInfo fcinfo)
+{
+    require_sessions_catalog("lease.surplus");
+    const text* pool = identifier_arg(fcinfo, 0, "pool");
+    const int64 session = session_of(fcinfo, 1);
+    InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+    const ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    const TimestampTz now = GetCurrentTimestamp();
+    (void) live_session(session, now);
+    const PoolView view = store_pool_view(pool, session, now, false);
+    const int64 excess = view.held - fair_share(view, session);
+    if (excess <= 0)
+        return static_cast<Datum>(0);
+    int found;
+    text** names = store_pool_surplus(pool, session, excess, &found);
+    for (int i = 0; i < found; ++i) {
+        Datum value = PointerGetDatum(names[i]);
+        bool isnull = false;
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+    }
+    return static_cast<Datum>(0);
+}
+
+// Stores a holder's progress under its token. Like a fenced write, a passed
+// checkpoint holds the fence lock until its transaction ends, so no takeover
+// commits in between, and the next holder receives what it stored.
+Datum checkpoint(FunctionCallInfo fcinfo)
+{
+    require_sessions_catalog("lease.checkpoint");
+    const text* name = identifier_arg(fcinfo, 0, "lease name");
+    const int64 token = token_arg(fcinfo, 1);
+    const Jsonb* state = state_arg(fcinfo, 2);
+    LOCKTAG tag;
+    set_fence_locktag(&tag, name);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (!lease.found || lease.token != token || !grant_live(lease, GetCurrentTimestamp(), &expiry, &bound_session)) {
+        LockRelease(&tag, ShareLock, false);
+        PG_RETURN_BOOL(false);
+    }
+    require_acting_for(lease.role, "lease", name);
+    PG_RETURN_BOOL(store_pool_checkpoint(name, state));
+}
+
+}  // namespace lease
