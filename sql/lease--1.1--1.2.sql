@@ -158,6 +158,14 @@ AS 'MODULE_PATHNAME', 'lease_expire_due';
 COMMENT ON FUNCTION lease.expire_due() IS
     'Admin: reports every lease that has expired (or whose session ended) and was not reported yet: an expired event each, and the lease becomes free. Returns how many.';
 
+CREATE FUNCTION lease.listen_events()
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_listen_events';
+
+COMMENT ON FUNCTION lease.listen_events() IS
+    'LISTEN lease_events, and have events sent while this connection lives (lease.notify_events = watched, the default).';
+
 CREATE FUNCTION lease.prune_history()
 RETURNS bigint
 LANGUAGE c VOLATILE PARALLEL UNSAFE

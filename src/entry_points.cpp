@@ -245,6 +245,12 @@ Datum prune(FunctionCallInfo fcinfo)
     PG_RETURN_INT64(lease::store_prune(cutoff_before_now(older_than, "older_than")));
 }
 
+Datum listen_events(FunctionCallInfo)
+{
+    lease::listen_events();
+    PG_RETURN_VOID();
+}
+
 Datum prune_history(FunctionCallInfo)
 {
     lease::require_sessions_catalog("lease.prune_history");
@@ -417,6 +423,7 @@ LEASE_ENTRY(lease_fence_trigger, lease::fence_trigger)
 LEASE_ENTRY(lease_set_fence_token, set_fence_token)
 LEASE_ENTRY(lease_prune, prune)
 LEASE_ENTRY(lease_prune_history, prune_history)
+LEASE_ENTRY(lease_listen_events, listen_events)
 LEASE_ENTRY(lease_expire_due, expire_due)
 LEASE_ENTRY(lease_session_open, session_open)
 LEASE_ENTRY(lease_session_keepalive, session_keepalive)

@@ -8,7 +8,38 @@ namespace lease {
 namespace {
 
 bool record_history = true;
-bool notify_events = true;
+
+// lease.notify_events: a NOTIFY makes its transaction take a database-wide
+// lock while it commits, so that notifications keep commit order; every
+// committing grant would queue behind every other. By default, events are
+// sent only while someone watches (lease.listen_events()).
+enum class Notify { off, watched, always };
+int notify_events = static_cast<int>(Notify::watched);
+const config_enum_entry notify_options[] = {{"off", static_cast<int>(Notify::off), false},
+                                            {"watched", static_cast<int>(Notify::watched), false},
+                                            {"always", static_cast<int>(Notify::always), false},
+                                            {"on", static_cast<int>(Notify::always), true},
+                                            {"true", static_cast<int>(Notify::always), true},
+                                            {"false", static_cast<int>(Notify::off), true},
+                                            {nullptr, 0, false}};
+
+// Watchers hold this lock in ShareLock for as long as their backend lives;
+// an event probes for them with RowExclusiveLock, which conflicts with Share
+// but not with another event's probe.
+void set_watcher_locktag(LOCKTAG* tag)
+{
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0, 0, 0x4C4E);  // "LN"
+}
+
+bool anyone_watching()
+{
+    LOCKTAG tag;
+    set_watcher_locktag(&tag);
+    if (LockAcquire(&tag, RowExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+        return true;
+    LockRelease(&tag, RowExclusiveLock, false);
+    return false;
+}
 char* history_retention = nullptr;
 
 const char* event_name(Event event)
@@ -53,7 +84,8 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
         return;
     if (record_history)
         store_history(event_name(event), GetCurrentTimestamp(), name, token, owner, session, role);
-    if (notify_events) {
+    if (notify_events == static_cast<int>(Notify::always) ||
+        (notify_events == static_cast<int>(Notify::watched) && anyone_watching())) {
         StringInfoData json;
         initStringInfo(&json);
         appendStringInfo(&json, "{\"event\": \"%s\", \"name\": ", event_name(event));
@@ -70,6 +102,15 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
     }
 }
 
+void listen_events()
+{
+    Async_Listen("lease_events");
+    LOCKTAG tag;
+    set_watcher_locktag(&tag);
+    if (!LockHeldByMe(&tag, ShareLock))
+        (void) LockAcquire(&tag, ShareLock, true, false);
+}
+
 TimestampTz history_cutoff(TimestampTz now)
 {
     return before(now, interval_setting("lease.history_retention",
@@ -81,8 +122,11 @@ void initialize_events()
     DefineCustomBoolVariable("lease.record_history", "Records every grant, release, revoke, expiry and closed session "
                              "in lease.history.",
                              nullptr, &record_history, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-    DefineCustomBoolVariable("lease.notify_events", "Sends every lease event as a NOTIFY on channel lease_events.",
-                             nullptr, &notify_events, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomEnumVariable("lease.notify_events",
+                             "Sends lease events as NOTIFY on channel lease_events: off, watched (while a session has "
+                             "called lease.listen_events()) or always.",
+                             nullptr, &notify_events, static_cast<int>(Notify::watched), notify_options, PGC_SUSET, 0,
+                             nullptr, nullptr, nullptr);
     DefineCustomStringVariable("lease.history_retention", "How long lease.prune_history() keeps lease.history rows.",
                                "An interval, such as '7 days' or '2s'.", &history_retention, "7 days", PGC_SUSET, 0,
                                nullptr, nullptr, nullptr);

@@ -11,6 +11,10 @@ enum class Event { acquired, released, revoked, expired, session_closed };
 
 void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role);
 
+// LISTEN lease_events, and count this backend as a watcher until it exits,
+// so that events are sent (lease.notify_events = watched).
+void listen_events();
+
 // The oldest moment lease.history keeps: now - lease.history_retention.
 TimestampTz history_cutoff(TimestampTz now);
 

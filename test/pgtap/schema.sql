@@ -18,8 +18,8 @@ SELECT functions_are('lease',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
           'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow', 'idempotency_begin',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
-          'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint'],
-    'lease holds exactly the twenty-seven documented functions and procedures');
+          'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events'],
+    'lease holds exactly the twenty-eight documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -99,8 +99,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 27,
-    'no overloads: exactly twenty-seven functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 28,
+    'no overloads: exactly twenty-eight functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
