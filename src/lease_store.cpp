@@ -41,6 +41,7 @@ enum Query {
     query_revoke,
     query_revoke_v11,
     query_prune,
+    query_prune_sessions,
     query_expiry_candidates,
     query_session_open,
     query_session_keepalive,
@@ -198,13 +199,25 @@ constexpr QuerySpec query_specs[query_count] = {
      1,
      {TIMESTAMPTZOID}},
 
+    // prune_sessions($1 cutoff): sessions closed or expired since cutoff
+    // that no lease refers to any more, and their pool claims.
+    {"WITH ended AS ("
+     "  DELETE FROM lease.sessions AS s"
+     "   WHERE (s.closed_at OPERATOR(pg_catalog.<=) $1 OR s.expires_at OPERATOR(pg_catalog.<=) $1)"
+     "     AND NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.session OPERATOR(pg_catalog.=) s.id)"
+     "  RETURNING s.id)"
+     " DELETE FROM lease.pool_claimers AS c USING ended WHERE c.session OPERATOR(pg_catalog.=) ended.id",
+     1,
+     {TIMESTAMPTZOID}},
+
     // expiry_candidates($1 now)
     {"SELECT l.name FROM lease.leases AS l"
      "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session"
      " WHERE l.owner IS NOT NULL"
      "   AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.<=) $1"
      "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
-     "                 OR s.bound_pid IS NOT NULL END",
+     "                 OR s.bound_pid IS NOT NULL END"
+     " LIMIT 1000",
      1,
      {TIMESTAMPTZOID}},
 
@@ -965,6 +978,8 @@ int64 store_prune(TimestampTz cutoff)
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_prune, values, nullptr, false);
     const int64 pruned = static_cast<int64>(SPI_processed);
+    if (catalog_has_sessions())
+        run(query_prune_sessions, values, nullptr, false);
     finish_as_caller(caller);
     return pruned;
 }

@@ -84,11 +84,13 @@ bool store_expire(const text* name, int64 token, TimestampTz now);
 // Returns whether the lease exists; *token is its new token when it does.
 bool store_revoke(const text* name, TimestampTz now, int64* token);
 
-// Deletes the rows of leases free or expired at cutoff; returns how many.
+// Deletes the rows of leases free or expired at cutoff, and the sessions
+// that ended by then and hold none; returns how many leases.
 int64 store_prune(TimestampTz cutoff);
 
 // The names of leases whose grant may have ended unreported: expired, or of
-// a session that is closed, expired or bound (the caller checks bound ones).
+// a session that is closed, expired or bound (the caller checks bound ones);
+// at most 1000, since the caller holds each one's fence lock to commit.
 // A palloc'd array of texts; *count is its length.
 text** store_expiry_candidates(TimestampTz now, int* count);
 
