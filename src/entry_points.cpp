@@ -328,8 +328,11 @@ Datum session_close(FunctionCallInfo fcinfo)
     const lease::SessionState state = lease::read_session(session);
     if (!state.found || state.closed)
         PG_RETURN_INT32(0);
-    lease::require_acting_for_session(state.role, session);
+    // An ended session holds nothing, whoever asks; a live one is its role's to close.
     const bool was_live = lease::session_live(session, state, now);
+    if (!was_live && !lease::caller_acts_for(state.role))
+        PG_RETURN_INT32(0);
+    lease::require_acting_for_session(state.role, session);
     int count;
     bool closed;
     const lease::ReleasedLease* released = lease::store_session_close(session, now, &count, &closed);

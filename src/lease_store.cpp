@@ -1078,7 +1078,9 @@ int64 store_prune_history(TimestampTz cutoff)
 PrefixRule* store_prefix_rules(int* count)
 {
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_prefix_rules, nullptr, nullptr, true);
+    // The latest rules, not the calling statement's snapshot: the cache may be
+    // reloaded in the middle of a statement that began before a rule committed.
+    run(query_prefix_rules, nullptr, nullptr, true, true);
     *count = static_cast<int>(SPI_processed);
     PrefixRule* rules = static_cast<PrefixRule*>(SPI_palloc(sizeof(PrefixRule) * (*count + 1)));
     for (int i = 0; i < *count; ++i) {

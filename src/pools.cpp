@@ -79,6 +79,17 @@ void return_row(const ReturnSetInfo* rsinfo, const text* name, int64 token, cons
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
+// A resource held live is its holder's role's: another role may neither
+// replace its state nor retire it.
+void require_acting_for_holder(const text* name)
+{
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (grant_live(lease, GetCurrentTimestamp(), &expiry, &bound_session))
+        require_acting_for(lease.role, "lease", name);
+}
+
 }  // namespace
 
 void forget_pool_holder(const text* name)
@@ -94,6 +105,7 @@ Datum pool_put(FunctionCallInfo fcinfo)
     const text* name = identifier_arg(fcinfo, 1, "lease name");
     const Jsonb* state = state_arg(fcinfo, 2);
     check_prefix_rules(name);
+    require_acting_for_holder(name);
     if (store_pool_put(pool, name, state) < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("lease \"%s\" belongs to another pool", text_to_cstring(name)),
@@ -109,19 +121,24 @@ Datum pool_remove(FunctionCallInfo fcinfo)
     const text* pool = identifier_arg(fcinfo, 0, "pool");
     const text* name = identifier_arg(fcinfo, 1, "lease name");
     check_prefix_rules(name);
-    if (!store_pool_remove(pool, name))
-        PG_RETURN_BOOL(false);
     ensure_token_epoch();
     LOCKTAG tag;
     set_fence_locktag(&tag, name);
     (void) LockAcquire(&tag, ExclusiveLock, false, false);
-    forget_passed_fence_checks();
     const TimestampTz now = GetCurrentTimestamp();
     const LeaseState lease = read_latest(name);
     TimestampTz expiry;
     int64 bound_session;
+    const bool live = grant_live(lease, now, &expiry, &bound_session);
+    if (live)
+        require_acting_for(lease.role, "lease", name);
+    if (!store_pool_remove(pool, name)) {
+        LockRelease(&tag, ExclusiveLock, false);
+        PG_RETURN_BOOL(false);
+    }
+    forget_passed_fence_checks();
     int64 token;
-    if (grant_live(lease, now, &expiry, &bound_session) && store_revoke(name, now, &token)) {
+    if (live && store_revoke(name, now, &token)) {
         record_event(Event::revoked, name, token, lease.owner, lease.session, GetUserId());
         count_event(Counter::revokes);
         wake_waiters_at_commit(name);
