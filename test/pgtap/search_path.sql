@@ -3,23 +3,24 @@
 --
 -- An unprivileged role puts a schema of its own (and pg_temp) in front of
 -- pg_catalog and fills it with look-alikes of what the extension uses: tables
--- leases, sessions, history, prefix_rules, idempotency_keys and the pools', sequences
--- fencing_token_seq and session_id_seq, functions nextval(), clock_timestamp()
--- and pg_has_role(), and operators = (text, bigint and oid), <, <=, >
--- (timestamptz) that always say true and + (timestamptz, interval) that says
--- infinity. Every lease function (the 1.1 core, then sessions, waiting,
--- set_fence_token, idempotency keys, pools and the admin functions of 1.2), called by
--- that role and by a superuser with that search_path, must still behave exactly
--- as specified, and none of the look-alikes may ever run (each bumps the
--- non-transactional sequence hijack.hits when called). test/pgtap/access.sql
--- does the same to the role checks.
+-- leases, sessions, history, prefix_rules, idempotency_keys and the pools',
+-- sequences fencing_token_seq and session_id_seq, functions nextval(),
+-- clock_timestamp() and pg_has_role(), and operators = (text, bigint and oid),
+-- <, <=, > (timestamptz) that always say true and + (timestamptz, interval)
+-- that says infinity. Every lease function (the 1.1 core, then the 1.2
+-- sessions, waiting, set_fence_token, idempotency keys, pools, listen_events
+-- and admin functions), called by that role and by a superuser with that
+-- search_path, must still behave exactly as specified, and none of the
+-- look-alikes may ever run (each bumps the non-transactional sequence
+-- hijack.hits when called). test/pgtap/access.sql does the same to the role
+-- checks.
 --
 -- pgTAP's own functions resolve = through the search_path too, so while the
 -- hijacking search_path is in force the outcomes are only recorded (by
 -- tap.capture, which uses no operator); they are checked afterwards.
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(83);
+SELECT plan(84);
 
 CREATE ROLE lease_tap_evil LOGIN;
 CREATE SCHEMA hijack AUTHORIZATION lease_tap_evil;
@@ -202,6 +203,7 @@ SELECT tap.capture('idem complete', $$SELECT lease.idempotency_complete('sp:idem
 SELECT tap.capture('idem again',
     $$SELECT status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) result::text
         FROM lease.idempotency_begin('sp:idem', 'fp', 'lease_tap_evil')$$);
+SELECT tap.capture('listen', $$SELECT lease.listen_events()$$);
 SELECT tap.capture('pool put', $$SELECT lease.pool_put('sp:pool', 'sp:pool:1', '{"n": 1}')$$);
 SELECT tap.capture('pool session', $$INSERT INTO tap.tok SELECT 'pool sess', lease.session_open('lease_tap_evil', '1 hour') RETURNING v$$);
 SELECT tap.capture('claim',
@@ -294,6 +296,7 @@ SELECT isnt(tap.tok('idem'), NULL, 'hijacked idempotency_begin starts an executi
 SELECT is(tap.result('idem heartbeat'), 'true', 'hijacked idempotency_heartbeat of the running execution is true');
 SELECT is(tap.outcome('idem complete'), 'ok', 'hijacked idempotency_complete completes it');
 SELECT is(tap.result('idem again'), 'completed {"done": true}', 'hijacked idempotency_begin returns the stored result');
+SELECT is(tap.outcome('listen'), 'ok', 'hijacked listen_events runs');
 SELECT is(tap.outcome('pool put'), 'ok', 'hijacked pool_put adds a resource');
 SELECT cmp_ok(tap.tok('claimed'), '>', tap.tok('wait'), 'hijacked claim grants it to the session');
 SELECT is(tap.result('surplus'), '0', 'hijacked surplus: nothing beyond the fair share');
