@@ -165,6 +165,27 @@ python_tests() {
         run_program "$3" /usr/bin/python3 test/clients/python_test.py
 }
 
+# Go builds offline in GOPATH mode against Debian's packaged modules
+# (/usr/share/gocode); module mode would need the module proxy.
+go_tests() {
+    local gopath=$WORK/gopath
+    mkdir -p "$gopath/src/pglease" "$gopath/src/clientstest" "$gopath/src/example"
+    cp clients/go/*.go "$gopath/src/pglease/"
+    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    extract_example clients/go/README.md go >"$gopath/src/example/main.go"
+    local gocache
+    gocache=$(go env GOCACHE 2>/dev/null)
+    export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= GOCACHE=${gocache:-$WORK/gocache}
+    if ! (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-example" example) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper, its tests and the README's example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+        return
+    fi
+    report 0 "go: the helper, its tests and the README's example build (go vet is clean)"
+    DATABASE_URL=$CLIENTS_ADMIN run_example go "$WORK/go-example"
+    CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
+}
+
 for language in $LANGUAGES; do
     step_started=$SECONDS
     case $language in
@@ -177,6 +198,9 @@ for language in $LANGUAGES; do
         else
             report 1 "python-pgbouncer: PgBouncer starts" "$(cat "$WORK/pgbouncer/pgbouncer.log" 2>/dev/null)"
         fi
+        ;;
+    go)
+        go_tests
         ;;
     *)
         report 1 "unknown language $language in CLIENTS_LANGUAGES"
