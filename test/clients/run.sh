@@ -11,7 +11,7 @@
 # database outage signalled as a loss before the lease could expire.
 #
 # Installs the Debian packages it needs, and the npm package pg into
-# clients/node/node_modules (npm ci). Expects the extension installed (the
+# clients/node/node_modules (npm install). Expects the extension installed (the
 # lease shared library and scripts). CLIENTS_LANGUAGES (default
 # "python pgbouncer go node java") picks the runs. Prints TAP-style lines and
 # "clients: P passed, F failed"; exits non-zero on any failure.
@@ -59,6 +59,23 @@ echo "# client helper tests on a throwaway cluster, port $LEASE_TEST_PORT: $LANG
 cluster_start || fail_setup "could not start a cluster"
 trap cleanup EXIT
 
+# The server also listens on loopback TCP (JDBC has no Unix sockets). The test
+# programs stop it (an outage) and start it again with server.sh.
+cat >"$WORK/server.sh" <<EOF
+. '$ROOT/scripts/lib.sh'
+server_ctl() {
+    as_server_user "\$PGBIN/pg_ctl" -D '$CLUSTER_DIR/data' -l '$CLUSTER_DIR/server.log' -w \\
+        -o "-c listen_addresses=127.0.0.1 -k '$CLUSTER_DIR' -p $PGPORT" "\$@" >/dev/null
+}
+case \$1 in
+stop) server_ctl stop -m immediate ;;
+start) server_ctl start ;;
+esac
+EOF
+export CLIENTS_SERVER_STOP="bash $WORK/server.sh stop"
+export CLIENTS_SERVER_START="bash $WORK/server.sh start"
+{ cluster_restart_server stop && $CLIENTS_SERVER_START; } || fail_setup "could not restart the server on loopback TCP"
+
 
 psql -X -q -v ON_ERROR_STOP=1 >"$WORK/setup.log" 2>&1 <<'SQL' || fail_setup "setup failed" "$WORK/setup.log"
 CREATE EXTENSION lease;
@@ -82,17 +99,6 @@ if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)'
 fi
 
 export CLIENTS_ADMIN="host=$CLUSTER_DIR port=$PGPORT user=postgres dbname=postgres"
-# The test programs stop the server (an outage) and start it again with these.
-cat >"$WORK/server.sh" <<EOF
-. '$ROOT/scripts/lib.sh'
-CLUSTER_DIR='$CLUSTER_DIR' PGPORT='$PGPORT'
-case \$1 in
-stop) cluster_restart_server stop -m immediate ;;
-start) cluster_restart_server start ;;
-esac
-EOF
-export CLIENTS_SERVER_STOP="bash $WORK/server.sh stop"
-export CLIENTS_SERVER_START="bash $WORK/server.sh start"
 
 start_pgbouncer() {
     local dir=$WORK/pgbouncer
@@ -186,6 +192,22 @@ go_tests() {
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
+node_tests() {
+    if [ ! -d clients/node/node_modules/pg ] &&
+            ! (cd clients/node && npm install --no-audit --no-fund --no-package-lock) >"$WORK/npm.log" 2>&1; then
+        report 1 "node: npm installs pg" "$(cat "$WORK/npm.log")"
+        return
+    fi
+    # require('pglease') and require('pg') as an application would.
+    mkdir -p "$WORK/node_path"
+    ln -sfn "$ROOT/clients/node" "$WORK/node_path/pglease"
+    local url="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
+    extract_example clients/node/README.md js >"$WORK/example.js"
+    DATABASE_URL=$url NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules run_example node node "$WORK/example.js"
+    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=node- NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules \
+        run_program node node test/clients/node_test.js
+}
+
 for language in $LANGUAGES; do
     step_started=$SECONDS
     case $language in
@@ -201,6 +223,9 @@ for language in $LANGUAGES; do
         ;;
     go)
         go_tests
+        ;;
+    node)
+        node_tests
         ;;
     *)
         report 1 "unknown language $language in CLIENTS_LANGUAGES"
