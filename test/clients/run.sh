@@ -208,6 +208,22 @@ node_tests() {
         run_program node node test/clients/node_test.js
 }
 
+java_tests() {
+    local jdbc=/usr/share/java/postgresql.jar classes=$WORK/java/classes
+    mkdir -p "$classes" "$WORK/java/example"
+    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
+    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$classes" clients/java/src/main/java/pglease/*.java &&
+            javac -cp "$classes:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
+            javac -cp "$classes:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java"; } >"$WORK/javac.log" 2>&1; then
+        report 1 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+        return
+    fi
+    report 0 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile"
+    local url="jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres"
+    DATABASE_URL=$url run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
+    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=java- run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
+}
+
 for language in $LANGUAGES; do
     step_started=$SECONDS
     case $language in
@@ -226,6 +242,9 @@ for language in $LANGUAGES; do
         ;;
     node)
         node_tests
+        ;;
+    java)
+        java_tests
         ;;
     *)
         report 1 "unknown language $language in CLIENTS_LANGUAGES"
