@@ -289,7 +289,7 @@ class Lease:
             log.warning('lease "%s": could not release it: %s; it expires on its own', self.name, failure)
             return
         if not released:
-            log.warning('lease "%s" was not released: it was no longer held', self.name)
+            self._lose("it was no longer held when released")
 
     def _lose(self, reason: str) -> None:
         self.lost_reason = reason
