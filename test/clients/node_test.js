@@ -186,11 +186,13 @@ async function testRevoked() {
       lease.signal.reason,
     );
     try {
-      await lease.transaction(client, (c) => c.query("INSERT INTO client_work (lease_name, note) VALUES ($1, 'after revoke')", [name]));
+      await lease.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", [name]));
       report(false, 'a fenced transaction under the revoked token throws FencedError');
     } catch (err) {
-      report(err instanceof pglease.FencedError && err.code === 'LF001' && err.cause instanceof pg.DatabaseError,
-        'a fenced transaction under the revoked token throws FencedError (code LF001, cause pg.DatabaseError)', err);
+      const { count } = await admin('SELECT count(*)::int AS count FROM client_log WHERE lease_name = $1', [name]);
+      report(err instanceof pglease.FencedError && err.code === 'LF001' && err.cause instanceof pg.DatabaseError && count === 0,
+        'a fenced transaction under the revoked token throws FencedError (code LF001, cause pg.DatabaseError) from the fence itself: nothing written to a table without a fence trigger',
+        err, count);
     }
   } finally {
     await client.end();

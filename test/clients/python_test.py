@@ -141,7 +141,7 @@ def test_revoked():
                 lease.lost.wait(3)
                 try:
                     with lease.transaction(conn):
-                        conn.execute("INSERT INTO client_work (lease_name, note) VALUES (%s, 'after revoke')", (name,))
+                        conn.execute("INSERT INTO client_log (lease_name, note) VALUES (%s, 'after revoke')", (name,))
                     fenced = None
                 except pglease.FencedOff as error:
                     fenced = error
@@ -153,10 +153,13 @@ def test_revoked():
         took is not None and took <= 0.5 + 0.25,
         f"a revoked lease is lost at the next heartbeat (on_lost after {took and round(took, 3)} s)",
     )
+    written = admin("SELECT count(*) FROM client_log WHERE lease_name = %s", name)[0]
     report(
-        isinstance(fenced, pglease.FencedOff) and isinstance(fenced, psycopg.DatabaseError) and fenced.sqlstate == "LF001",
-        "a fenced transaction under the revoked token raises FencedOff (a psycopg.DatabaseError, sqlstate LF001)",
-        repr(fenced),
+        isinstance(fenced, pglease.FencedOff) and isinstance(fenced, psycopg.DatabaseError) and fenced.sqlstate == "LF001"
+        and written == 0,
+        "a fenced transaction under the revoked token raises FencedOff (a psycopg.DatabaseError, sqlstate LF001) "
+        "from the fence itself: nothing written to a table without a fence trigger",
+        f"{fenced!r}, {written} rows",
     )
 
 

@@ -89,6 +89,8 @@ CREATE TABLE client_work (
 );
 CREATE TRIGGER client_work_fence BEFORE INSERT OR UPDATE OR DELETE ON client_work
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}');
+-- No fence trigger: only the fence call itself can stop a stale write here.
+CREATE TABLE client_log (lease_name text NOT NULL, note text);
 -- The table of the READMEs' examples.
 CREATE TABLE invoices (id serial PRIMARY KEY, customer text, amount numeric, fence_token bigint);
 CREATE TRIGGER invoices_fence BEFORE INSERT OR UPDATE OR DELETE ON invoices

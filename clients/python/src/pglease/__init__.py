@@ -200,8 +200,13 @@ class Lease:
         loop = asyncio.SelectorEventLoop()
         try:
             loop.run_until_complete(self._main())
+        except BaseException as error:
+            if not self._started.is_set():
+                self._start_error = error
+            raise
         finally:
             loop.close()
+            self._started.set()  # never leave __enter__ waiting
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
