@@ -30,7 +30,7 @@ const DefaultTTL = 20 * time.Second
 const maxReleaseWait = 5 * time.Second
 
 const (
-	acquireSQL   = "SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval)"
+	acquireSQL   = "SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)"
 	heartbeatSQL = "SELECT lease.lease_heartbeat($1, $2::pg_catalog.int8)"
 	releaseSQL   = "SELECT lease.lease_release($1, $2::pg_catalog.int8)"
 	// Checks the lease now (LF001 at once for a stale token; no new grant can
@@ -77,7 +77,7 @@ func fenced(err error) error {
 type Options struct {
 	Owner string        // default host:pid:random; must be unique among running holders
 	TTL   time.Duration // default 20s, at least 100ms
-	Wait  time.Duration // how long to keep asking (every TTL/10) while another owner holds it; 0: once
+	Wait  time.Duration // how long to wait in the server's queue while another owner holds it; 0: one try
 	// Time the application has to stop between the loss signal and the
 	// earliest moment the server could let the lease expire (minus TTL/10).
 	// Default TTL/5, at most TTL/2.
@@ -260,9 +260,14 @@ func (l *Lease) acquire(ctx context.Context, wait time.Duration) error {
 	ttl := fmt.Sprintf("%d milliseconds", l.ttl.Milliseconds())
 	for {
 		sent := time.Now()
+		// The server queues waiters (first come, first served) and wakes the
+		// first when the lease frees up. Each call waits at most half the trust
+		// window: a grant later than the whole window could not be trusted at
+		// all, since the lease's TTL may have started when the call was sent.
+		wait := clamp(giveUpAt.Sub(sent), 0, l.trust/2)
+		waitText := fmt.Sprintf("%d microseconds", wait.Microseconds())
 		var token *int64 // NULL when another owner holds the lease
-		// A grant later than the trust window could not be trusted at all.
-		err := l.call(ctx, sent.Add(l.trust), acquireSQL, []interface{}{l.name, l.owner, ttl}, &token)
+		err := l.call(ctx, sent.Add(l.trust), acquireSQL, []interface{}{l.name, l.owner, ttl, waitText}, &token)
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr):
@@ -281,6 +286,10 @@ func (l *Lease) acquire(ctx context.Context, wait time.Duration) error {
 			}
 			return ErrNotAcquired
 		}
+		if !now.Before(sent.Add(wait)) {
+			continue // the server waited: ask again at once
+		}
+		// Refused early, or failed: do not spin.
 		timer := time.NewTimer(minDuration(poll, giveUpAt.Sub(now)))
 		select {
 		case <-timer.C:

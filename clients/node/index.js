@@ -16,7 +16,8 @@ const DEFAULT_TTL_MS = 20000;
 // The longest release() tries to release the lease.
 const MAX_RELEASE_WAIT_MS = 5000;
 
-const ACQUIRE = 'SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval)::pg_catalog.text AS value';
+const ACQUIRE =
+  'SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)::pg_catalog.text AS value';
 const HEARTBEAT = 'SELECT lease.lease_heartbeat($1, $2::pg_catalog.int8) AS value';
 const RELEASE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
 // Checks the lease now (LF001 at once for a stale token; no new grant can
@@ -201,10 +202,14 @@ class Lease {
     const ttl = `${Math.round(this.ttl)} milliseconds`;
     for (;;) {
       const sent = performance.now();
+      // The server queues waiters (first come, first served) and wakes the
+      // first when the lease frees up. Each call waits at most half the trust
+      // window: a grant later than the whole window could not be trusted at
+      // all, since the lease's TTL may have started when the call was sent.
+      const wait = clamp(giveUpAt - sent, 0, this._trust / 2);
       let token = null;
       try {
-        // A grant later than the trust window could not be trusted at all.
-        token = await this._call(ACQUIRE, [this.name, this.owner, ttl], sent + this._trust);
+        token = await this._call(ACQUIRE, [this.name, this.owner, ttl, `${Math.round(wait * 1000)} microseconds`], sent + this._trust);
       } catch (err) {
         if (err instanceof pg.DatabaseError || performance.now() >= giveUpAt) throw err;
       }
@@ -215,7 +220,8 @@ class Lease {
       }
       const now = performance.now();
       if (now >= giveUpAt) throw new NotAcquiredError(this.name);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(this._poll, giveUpAt - now)));
+      // Refused early, or failed: do not spin.
+      if (now < sent + wait) await new Promise((resolve) => setTimeout(resolve, Math.min(this._poll, giveUpAt - now)));
     }
   }
 
@@ -301,8 +307,9 @@ class Lease {
  * Acquires lease `name` and heartbeats it until `lease.release()`.
  * `clientConfig` is what `new pg.Client()` takes (a connection string or a
  * config object), for the helper's own client. Options, in milliseconds:
- * `ttl` (default 20000, at least 100), `wait` (how long to keep asking while
- * another owner holds the lease; default 0, one try; then NotAcquiredError),
+ * `ttl` (default 20000, at least 100), `wait` (how long to wait in the
+ * server's queue while another owner holds the lease; default 0, one try;
+ * then NotAcquiredError),
  * `grace` (default ttl/5, at most ttl/2: the time your code has to stop after
  * the loss signal), `owner` (default host:pid:random).
  */

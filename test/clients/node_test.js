@@ -84,6 +84,24 @@ async function testNotAcquired() {
   }
 }
 
+// A waiter is woken by the release: the server queues it (no polling every
+// TTL/10, 1 s here).
+async function testWaiterWoken() {
+  const name = `${PREFIX}wait`;
+  const first = await pglease.hold(CONN, name, { owner: 'node-first', ttl: 10000 });
+  let releasing = null;
+  const releaser = sleep(500).then(() => {
+    releasing = performance.now();
+    return first.release();
+  });
+  const second = await pglease.hold(CONN, name, { owner: 'node-second', ttl: 10000, wait: 3000 });
+  const took = performance.now() - releasing;
+  await releaser;
+  await second.release();
+  report(second.token > first.token && took < 300,
+    `a waiter gets the lease ${Math.round(took)} ms after the holder starts releasing it (wait 3 s, TTL 10 s)`);
+}
+
 async function testErrors() {
   try {
     await pglease.hold(CONN, 'node-bad', { ttl: 50 });
@@ -272,7 +290,7 @@ async function testOutage() {
 }
 
 async function main() {
-  const tests = [testAcquireReleaseBigint, testNotAcquired, testErrors, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

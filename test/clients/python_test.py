@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -93,6 +94,29 @@ def test_not_acquired():
         except pglease.NotAcquired:
             waited = time.monotonic() - started
             report(0.4 <= waited < 1.5, f"NotAcquired after wait 0.4 s (took {waited:.2f} s)")
+
+
+def test_waiter_woken():
+    """A waiter is woken by the release: the server queues it (no polling every TTL/10, 1 s here)."""
+    name = PREFIX + "wait"
+    first = pglease.hold(CONNINFO, name, owner="py-first", ttl=10)
+    first.__enter__()
+    releasing = []
+
+    def release_soon():
+        time.sleep(0.5)
+        releasing.append(time.monotonic())
+        first.__exit__(None, None, None)
+
+    releaser = threading.Thread(target=release_soon)
+    releaser.start()
+    with pglease.hold(CONNINFO, name, owner="py-second", ttl=10, wait=3) as second:
+        took = time.monotonic() - releasing[0]
+    releaser.join()
+    report(
+        second.token > first.token and took < 0.3,
+        f"a waiter gets the lease {took * 1000:.0f} ms after the holder starts releasing it (wait 3 s, TTL 10 s)",
+    )
 
 
 def test_errors():
@@ -268,6 +292,7 @@ def main():
         test_acquire_release_bigint,
         test_release_on_exception,
         test_not_acquired,
+        test_waiter_woken,
         test_errors,
         test_heartbeat,
         test_fence,

@@ -127,6 +127,32 @@ func testNotAcquired() {
 		fmt.Sprintf("ErrNotAcquired after Wait 400ms (took %v)", waited.Round(time.Millisecond)), err)
 }
 
+// testWaiterWoken: a waiter is woken by the release, because the server
+// queues it (no polling every TTL/10, 1s here).
+func testWaiterWoken() {
+	name := prefix + "wait"
+	first, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-first", TTL: 10 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	releasing := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		releasing <- time.Now()
+		first.Release()
+	}()
+	second, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-second", TTL: 10 * time.Second, Wait: 3 * time.Second})
+	if err != nil {
+		report(false, "the waiter acquires", err)
+		return
+	}
+	took := time.Since(<-releasing)
+	second.Release()
+	report(second.Token() > first.Token() && took < 300*time.Millisecond,
+		fmt.Sprintf("a waiter gets the lease %v after the holder starts releasing it (Wait 3s, TTL 10s)", took.Round(time.Millisecond)))
+}
+
 func testErrors() {
 	_, _, err := pglease.Hold(bg, config(), "go-bad", pglease.Options{TTL: 50 * time.Millisecond})
 	report(err != nil && strings.Contains(err.Error(), "100ms"), "a TTL under 100ms is refused", err)
@@ -358,6 +384,7 @@ func main() {
 	}{
 		{"acquire", testAcquireReleaseBigint},
 		{"not acquired", testNotAcquired},
+		{"waiter woken", testWaiterWoken},
 		{"errors", testErrors},
 		{"heartbeat", testHeartbeat},
 		{"fence", testFence},

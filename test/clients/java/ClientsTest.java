@@ -115,6 +115,29 @@ public final class ClientsTest {
         }
     }
 
+    /** A waiter is woken by the release: the server queues it (no polling every TTL/10, 1 s here). */
+    static void testWaiterWoken() throws Exception {
+        String name = PREFIX + "wait";
+        Lease first = hold(name, new Lease.Options().owner("java-first").ttl(Duration.ofSeconds(10)));
+        CompletableFuture<Long> releasing = new CompletableFuture<>();
+        Thread releaser = new Thread(() -> {
+            try {
+                Thread.sleep(500);
+                releasing.complete(System.nanoTime());
+                first.close();
+            } catch (Exception e) {
+                releasing.completeExceptionally(e);
+            }
+        });
+        releaser.start();
+        try (Lease second = hold(name, new Lease.Options().owner("java-second").ttl(Duration.ofSeconds(10)).waitFor(Duration.ofSeconds(3)))) {
+            long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - releasing.get());
+            report(second.token() > first.token() && took < 300,
+                    "a waiter gets the lease " + took + " ms after the holder starts releasing it (wait 3 s, TTL 10 s)");
+        }
+        releaser.join();
+    }
+
     static void testErrors() throws Exception {
         try {
             hold("java-bad", new Lease.Options().ttl(Duration.ofMillis(50)));
@@ -316,10 +339,10 @@ public final class ClientsTest {
             zombieChild(args[1]);
             return;
         }
-        Test[] tests = {ClientsTest::testAcquireReleaseBigint, ClientsTest::testNotAcquired, ClientsTest::testErrors,
+        Test[] tests = {ClientsTest::testAcquireReleaseBigint, ClientsTest::testNotAcquired, ClientsTest::testWaiterWoken, ClientsTest::testErrors,
                 ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked, ClientsTest::testZombie,
                 ClientsTest::testOutage};
-        String[] names = {"acquire", "not acquired", "errors", "heartbeat", "fence", "revoked", "zombie", "outage"};
+        String[] names = {"acquire", "not acquired", "waiter woken", "errors", "heartbeat", "fence", "revoked", "zombie", "outage"};
         for (int i = 0; i < tests.length; i++) {
             try {
                 tests[i].run();

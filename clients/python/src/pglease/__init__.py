@@ -36,7 +36,7 @@ MIN_TTL = timedelta(milliseconds=100)
 # The longest the helper tries to release the lease when the block ends.
 MAX_RELEASE_WAIT = 5.0
 
-_ACQUIRE = "SELECT lease.lease_acquire(%s, %s, %s::pg_catalog.interval)"
+_ACQUIRE = "SELECT lease.lease_acquire(%s, %s, %s::pg_catalog.interval, %s::pg_catalog.interval)"
 _HEARTBEAT = "SELECT lease.lease_heartbeat(%s, %s::pg_catalog.int8)"
 _RELEASE = "SELECT lease.lease_release(%s, %s::pg_catalog.int8)"
 # Checks the lease now (LF001 at once for a stale token, and no new grant can
@@ -233,22 +233,27 @@ class Lease:
         give_up_at = time.monotonic() + self._wait
         while True:
             sent = time.monotonic()
+            # The server queues waiters (first come, first served) and wakes the
+            # first when the lease frees up. Each call waits at most half the
+            # trust window: a grant later than the whole window could not be
+            # trusted at all, since the lease's TTL may have started when the
+            # call was sent.
+            wait = timedelta(seconds=max(0.0, min(give_up_at - sent, self._trust / 2)))
             try:
-                # A grant later than the trust window could not be trusted at all.
-                token = await self._call(_ACQUIRE, (self.name, self.owner, self.ttl), sent + self._trust)
+                token = await self._call(_ACQUIRE, (self.name, self.owner, self.ttl, wait), sent + self._trust)
             except psycopg.OperationalError:
                 if time.monotonic() >= give_up_at:
                     raise
                 token = None
-            else:
-                if token is not None:
-                    self._token = token
-                    self._last_success = sent
-                    return
+            if token is not None:
+                self._token = token
+                self._last_success = sent
+                return
             now = time.monotonic()
             if now >= give_up_at:
                 raise NotAcquired(f'lease "{self.name}" not acquired: another owner holds it')
-            await asyncio.sleep(min(self._poll, give_up_at - now))
+            if now < sent + wait.total_seconds():  # refused early (or failed): do not spin
+                await asyncio.sleep(min(self._poll, give_up_at - now))
 
     async def _keep(self) -> None:
         """Heartbeats until the block ends or the lease is lost."""
@@ -348,7 +353,7 @@ def hold(
 
     ``conninfo`` is a libpq connection string or URI for the helper's own
     connection. Durations are seconds or ``timedelta``s. ``wait`` is how long
-    to keep asking while another owner holds the lease (every TTL/10), then
+    to wait in the server's queue while another owner holds the lease, then
     :class:`NotAcquired`. The lease is lost (``lease.lost`` set, ``on_lost``
     called from the helper's thread) when a heartbeat is refused, or when none
     has succeeded for ``ttl - ttl/10 - grace`` (``grace`` defaults to ttl/5),

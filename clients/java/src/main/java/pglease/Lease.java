@@ -42,7 +42,7 @@ public final class Lease implements AutoCloseable {
 
     // The ttl is bound as text and cast in SQL: a varchar parameter (setString)
     // would not match lease_acquire(text, text, interval).
-    private static final String ACQUIRE = "SELECT lease.lease_acquire(?, ?, ?::pg_catalog.interval)";
+    private static final String ACQUIRE = "SELECT lease.lease_acquire(?, ?, ?::pg_catalog.interval, ?::pg_catalog.interval)";
     private static final String HEARTBEAT = "SELECT lease.lease_heartbeat(?, ?)";
     private static final String RELEASE = "SELECT lease.lease_release(?, ?)";
     // Checks the lease now (LF001 at once for a stale token; no new grant can
@@ -72,7 +72,7 @@ public final class Lease implements AutoCloseable {
             return this;
         }
 
-        /** How long to keep asking (every TTL/10) while another owner holds the lease; default 0: once. */
+        /** How long to wait in the server's queue while another owner holds the lease; default 0: one try. */
         public Options waitFor(Duration waitFor) {
             this.waitFor = Objects.requireNonNull(waitFor);
             return this;
@@ -264,10 +264,15 @@ public final class Lease implements AutoCloseable {
         String ttlText = TimeUnit.NANOSECONDS.toMillis(ttl) + " milliseconds";
         while (true) {
             long sent = System.nanoTime();
+            // The server queues waiters (first come, first served) and wakes the first when
+            // the lease frees up. Each call waits at most half the trust window: a grant later
+            // than the whole window could not be trusted at all, since the lease's TTL may have
+            // started when the call was sent.
+            long wait = clamp(giveUpAt - sent, 0, trust / 2);
+            String waitText = TimeUnit.NANOSECONDS.toMicros(wait) + " microseconds";
             Long granted = null; // NULL (not 0) when another owner holds the lease
             try {
-                // A grant later than the trust window could not be trusted at all.
-                granted = call(ACQUIRE, sent + trust, Long.class, name, owner, ttlText);
+                granted = call(ACQUIRE, sent + trust, Long.class, name, owner, ttlText, waitText);
             } catch (SQLException e) {
                 if (!isConnectionError(e) || System.nanoTime() - giveUpAt >= 0)
                     throw e;
@@ -280,7 +285,9 @@ public final class Lease implements AutoCloseable {
             long now = System.nanoTime();
             if (now - giveUpAt >= 0)
                 throw new NotAcquiredException(name);
-            try {
+            if (now - (sent + wait) >= 0)
+                continue; // the server waited: ask again at once
+            try { // refused early, or failed: do not spin
                 TimeUnit.NANOSECONDS.sleep(Math.min(poll, giveUpAt - now));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
