@@ -4,8 +4,9 @@
 # port LEASE_TEST_PORT, default 54337; PgBouncer on LEASE_TEST_PORT + 1):
 #   python (psycopg 3)  directly, and again through PgBouncer in transaction mode
 #   go (pgx v4), node (pg), java (JDBC)
-# For each: acquire, not acquired, heartbeats past several TTLs, release on
-# exit, bigint tokens above 2^53 (the token sequence is set past 2^53 first),
+# For each: the README's example, acquire, not acquired, a waiter woken by the
+# release, heartbeats past several TTLs, release on exit, bigint tokens above
+# 2^53 (the token sequence is set past 2^53 first),
 # fenced transactions (lease.set_fence_token), a revoke, a zombie stopped with
 # SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
 # database outage signalled as a loss before the lease could expire.
