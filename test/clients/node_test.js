@@ -269,12 +269,12 @@ async function testZombie() {
 
 async function testOutage() {
   const name = `${PREFIX}outage`;
-  const lease = await pglease.hold(CONN, name, { ttl: 2000 });
+  const lease = await pglease.hold(CONN, name, { ttl: 4000 });
   let lostAt = null;
   lease.signal.addEventListener('abort', () => {
     lostAt = Date.now();
   });
-  await sleep(800); // past the first heartbeat
+  await sleep(1500); // past the first heartbeat
   execSync(process.env.CLIENTS_SERVER_STOP);
   const stopped = Date.now();
   await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(5000)]);
@@ -283,8 +283,8 @@ async function testOutage() {
   const row = await leaseRow(name);
   const margin = lostAt === null ? null : row.expires * 1000 - lostAt;
   report(
-    lostAt !== null && margin >= 400 && lostAt - stopped < 2000 && releaseError instanceof pglease.LeaseLostError,
-    `the database stops: signal aborted ${margin && Math.round(margin)} ms before the lease expires on the server (at least the 400 ms grace), ${lostAt && lostAt - stopped} ms after the outage began`,
+    lostAt !== null && margin >= 600 && lostAt - stopped < 4000 && releaseError instanceof pglease.LeaseLostError,
+    `the database stops: signal aborted ${margin && Math.round(margin)} ms before the lease expires on the server (grace 800 + TTL/10 400 expected, at least 600 required; TTL 4 s), ${lostAt && lostAt - stopped} ms after the outage began`,
     releaseError,
   );
 }

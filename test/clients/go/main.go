@@ -346,12 +346,12 @@ func testZombie() {
 
 func testOutage() {
 	name := prefix + "outage"
-	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 2 * time.Second})
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 4 * time.Second})
 	if err != nil {
 		report(false, "acquire", err)
 		return
 	}
-	time.Sleep(800 * time.Millisecond) // past the first heartbeat
+	time.Sleep(1500 * time.Millisecond) // past the first heartbeat
 	if err := exec.Command("sh", "-c", os.Getenv("CLIENTS_SERVER_STOP")).Run(); err != nil {
 		panic(err)
 	}
@@ -368,8 +368,8 @@ func testOutage() {
 	}
 	r := row(name)
 	margin := r.expires - float64(lostAt.UnixNano())/1e9
-	report(!lostAt.IsZero() && margin >= 0.4 && lostAt.Sub(stopped) < 2*time.Second && errors.Is(releaseErr, pglease.ErrLost),
-		fmt.Sprintf("the database stops: context cancelled %.0f ms before the lease expires on the server (at least the 400 ms grace), %v after the outage began",
+	report(!lostAt.IsZero() && margin >= 0.6 && lostAt.Sub(stopped) < 4*time.Second && errors.Is(releaseErr, pglease.ErrLost),
+		fmt.Sprintf("the database stops: context cancelled %.0f ms before the lease expires on the server (grace 800 + TTL/10 400 expected, at least 600 required; TTL 4 s), %v after the outage began",
 			math.Round(margin*1000), lostAt.Sub(stopped).Round(time.Millisecond)), releaseErr)
 }
 
