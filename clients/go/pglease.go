@@ -1,0 +1,415 @@
+// Package pglease holds a lease of the PostgreSQL extension lease with pgx:
+// it acquires the lease on a connection of its own, heartbeats it every TTL/3,
+// cancels the returned context before the server could let the lease expire
+// when it can no longer keep it, and fences transactions with the lease's
+// fencing token. The timing model is that of pg_lease run; see docs/clients.md
+// in the lease repository.
+package pglease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
+)
+
+// MinTTL is the shortest TTL Hold accepts.
+const MinTTL = 100 * time.Millisecond
+
+// DefaultTTL is the TTL when Options.TTL is 0.
+const DefaultTTL = 20 * time.Second
+
+// The longest Release tries to release the lease.
+const maxReleaseWait = 5 * time.Second
+
+const (
+	acquireSQL   = "SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)"
+	heartbeatSQL = "SELECT lease.lease_heartbeat($1, $2::pg_catalog.int8)"
+	releaseSQL   = "SELECT lease.lease_release($1, $2::pg_catalog.int8)"
+	// Checks the lease now (LF001 at once for a stale token; no new grant can
+	// commit until the transaction ends) and gives fence triggers the token
+	// for the rest of the transaction: INSERT, UPDATE and DELETE alike.
+	fenceSQL = "SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)"
+)
+
+// ErrNotAcquired: another owner held the lease for the whole Options.Wait.
+var ErrNotAcquired = errors.New("pglease: lease not acquired: another owner holds it")
+
+// ErrLost: the lease can no longer be trusted. Errors from Lease.Err and
+// Lease.Release wrap it with the reason.
+var ErrLost = errors.New("pglease: lease lost")
+
+// FencedError is SQLSTATE LF001: the server rejected a write made under a
+// stale or expired token. The transaction is aborted; stop working under the
+// lease. Fence and Tx return it; IsFenced recognises it and the *pgconn.PgError
+// that pgx returns for LF001 from any other call.
+type FencedError struct {
+	PgErr *pgconn.PgError
+}
+
+func (e *FencedError) Error() string { return "pglease: fenced off: " + e.PgErr.Message }
+func (e *FencedError) Unwrap() error { return e.PgErr }
+
+// IsFenced reports whether err is, or wraps, an LF001 error.
+func IsFenced(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "LF001"
+}
+
+// fenced turns an LF001 error into a *FencedError; other errors pass.
+func fenced(err error) error {
+	var pgErr *pgconn.PgError
+	var already *FencedError
+	if errors.As(err, &pgErr) && pgErr.Code == "LF001" && !errors.As(err, &already) {
+		return &FencedError{PgErr: pgErr}
+	}
+	return err
+}
+
+// Options of Hold. Zero values mean the defaults.
+type Options struct {
+	Owner string        // default host:pid:random; must be unique among running holders
+	TTL   time.Duration // default 20s, at least 100ms
+	Wait  time.Duration // how long to wait in the server's queue while another owner holds it; 0: one try
+	// Time the application has to stop between the loss signal and the
+	// earliest moment the server could let the lease expire (minus TTL/10).
+	// Default TTL/5, at most TTL/2.
+	Grace time.Duration
+}
+
+// Lease is a held lease. Its methods are safe for concurrent use.
+type Lease struct {
+	name     string
+	owner    string
+	token    int64
+	ttl      time.Duration
+	interval time.Duration // between heartbeats
+	trust    time.Duration // how long after the last successful send the lease is trusted
+	retry    time.Duration
+	config   *pgx.ConnConfig
+	conn     *pgx.Conn // the helper's own connection; used by one goroutine at a time
+
+	// When the last acquire or heartbeat that succeeded was sent (monotonic):
+	// the server read its clock after that, so the lease expires no sooner
+	// than TTL later (docs/cli.md, "How run keeps the command inside the lease").
+	lastSuccess time.Time
+
+	cancel     context.CancelFunc // of the context Hold returned
+	stopCalls  context.CancelFunc // aborts an in-flight heartbeat on Release
+	stopped    chan struct{}      // closed by Release
+	done       chan struct{}      // closed when the heartbeat goroutine has ended
+	mu         sync.Mutex
+	err        error // ErrLost with the reason, once lost
+	releaseMu  sync.Mutex
+	released   bool
+	releaseErr error
+}
+
+// Hold acquires lease name and keeps it until Release. The returned context
+// is derived from ctx and is cancelled when the lease is lost (Err says why)
+// or released: do the lease's work under it. The helper heartbeats on its own
+// connection, made from config (which must come from pgx.ParseConfig). ctx
+// also bounds the acquire. Errors: ErrNotAcquired, a connection error when
+// the server could not be reached for the whole Wait, or the server's error.
+func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, context.Context, error) {
+	if name == "" {
+		return nil, nil, errors.New("pglease: the lease name must not be empty")
+	}
+	ttl := opts.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	if ttl < MinTTL {
+		return nil, nil, fmt.Errorf("pglease: TTL must be at least %v, not %v", MinTTL, ttl)
+	}
+	if opts.Wait < 0 {
+		return nil, nil, errors.New("pglease: Wait must not be negative")
+	}
+	grace := opts.Grace
+	if grace == 0 {
+		grace = ttl / 5
+	}
+	if grace < 0 || grace > ttl/2 {
+		return nil, nil, errors.New("pglease: Grace must be between 0 and TTL/2")
+	}
+	owner := opts.Owner
+	if owner == "" {
+		owner = defaultOwner()
+	}
+	ownConfig := config.Copy()
+	// No prepared statements, named or unnamed across round trips: they break
+	// transaction-mode poolers.
+	ownConfig.PreferSimpleProtocol = true
+
+	l := &Lease{
+		name:     name,
+		owner:    owner,
+		ttl:      ttl,
+		interval: ttl / 3,
+		trust:    ttl - ttl/10 - grace,
+		retry:    clamp(ttl/20, 50*time.Millisecond, time.Second),
+		config:   ownConfig,
+		stopped:  make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if err := l.acquire(ctx, opts.Wait); err != nil {
+		l.disconnect()
+		return nil, nil, err
+	}
+	leaseCtx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	callCtx, stopCalls := context.WithCancel(context.Background())
+	l.stopCalls = stopCalls
+	go l.keep(callCtx)
+	return l, leaseCtx, nil
+}
+
+// Name is the lease's name.
+func (l *Lease) Name() string { return l.name }
+
+// Owner is the owner name the lease was acquired under.
+func (l *Lease) Owner() string { return l.owner }
+
+// Token is the fencing token of this grant.
+func (l *Lease) Token() int64 { return l.token }
+
+// Err is nil while the lease is held, and an error wrapping ErrLost, with the
+// reason, once it is lost.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Fence fences tx with the lease's token: it checks the lease at once (a
+// *FencedError if the token is stale or the lease expired), holds off any new
+// grant of the lease until tx ends, and sets lease.fence_token for the rest of
+// tx, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
+func (l *Lease) Fence(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, fenceSQL, l.name, l.token)
+	return fenced(err)
+}
+
+// Beginner is what Tx needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx have it.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Tx runs fn in a transaction fenced with Fence, and commits it if fn returns
+// nil (else rolls back). An LF001 from the fence, fn or the commit is
+// returned as a *FencedError.
+func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit a no-op
+	if err := l.Fence(ctx, tx); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return fenced(err)
+	}
+	return fenced(tx.Commit(ctx))
+}
+
+// Release stops the heartbeats and releases the lease (trying for at most 5
+// s, and never past the moment the lease could expire anyway), and cancels
+// the context Hold returned. It returns Err() if the lease had been lost, an
+// error wrapping ErrLost if the server no longer had it, or the error of the
+// release call. Calling it again returns the same.
+func (l *Lease) Release() error {
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	if l.released {
+		return l.releaseErr
+	}
+	l.released = true
+	close(l.stopped)
+	l.stopCalls()
+	<-l.done
+	defer l.cancel()
+	defer l.disconnect()
+	if err := l.Err(); err != nil {
+		l.releaseErr = err
+		return err
+	}
+	deadline := time.Now().Add(maxReleaseWait)
+	if expires := l.lastSuccess.Add(l.ttl); expires.Before(deadline) {
+		deadline = expires
+	}
+	var released bool
+	if err := l.call(context.Background(), deadline, releaseSQL, []interface{}{l.name, l.token}, &released); err != nil {
+		l.releaseErr = fmt.Errorf("pglease: could not release lease %q (it expires on its own): %w", l.name, err)
+	} else if !released {
+		l.releaseErr = fmt.Errorf("%w: lease %q was no longer held when released", ErrLost, l.name)
+	}
+	return l.releaseErr
+}
+
+func (l *Lease) acquire(ctx context.Context, wait time.Duration) error {
+	giveUpAt := time.Now().Add(wait)
+	poll := clamp(l.ttl/10, 50*time.Millisecond, time.Second)
+	ttl := fmt.Sprintf("%d milliseconds", l.ttl.Milliseconds())
+	for {
+		sent := time.Now()
+		// The server queues waiters (first come, first served) and wakes the
+		// first when the lease frees up. Each call waits at most half the trust
+		// window: a grant later than the whole window could not be trusted at
+		// all, since the lease's TTL may have started when the call was sent.
+		wait := clamp(giveUpAt.Sub(sent), 0, l.trust/2)
+		waitText := fmt.Sprintf("%d microseconds", wait.Microseconds())
+		var token *int64 // NULL when another owner holds the lease
+		err := l.call(ctx, sent.Add(l.trust), acquireSQL, []interface{}{l.name, l.owner, ttl, waitText}, &token)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil && token != nil:
+			l.token = *token
+			l.lastSuccess = sent
+			return nil
+		}
+		now := time.Now()
+		if !now.Before(giveUpAt) {
+			if err != nil {
+				return fmt.Errorf("pglease: could not acquire lease %q: %w", l.name, err)
+			}
+			return ErrNotAcquired
+		}
+		if !now.Before(sent.Add(wait)) {
+			continue // the server waited: ask again at once
+		}
+		// Refused early, or failed: do not spin.
+		timer := time.NewTimer(minDuration(poll, giveUpAt.Sub(now)))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// keep heartbeats until Release or the loss of the lease.
+func (l *Lease) keep(callCtx context.Context) {
+	defer close(l.done)
+	next := l.lastSuccess.Add(l.interval)
+	for {
+		now := time.Now()
+		trustEnds := l.lastSuccess.Add(l.trust)
+		if !now.Before(trustEnds) {
+			l.lose(fmt.Sprintf("no heartbeat succeeded for %v", now.Sub(l.lastSuccess).Round(time.Millisecond)))
+			return
+		}
+		if now.Before(next) {
+			timer := time.NewTimer(minTime(next, trustEnds).Sub(now))
+			select {
+			case <-timer.C:
+				continue
+			case <-l.stopped:
+				timer.Stop()
+				return
+			}
+		}
+		var renewed bool
+		err := l.call(callCtx, minTime(trustEnds, now.Add(l.interval)), heartbeatSQL, []interface{}{l.name, l.token}, &renewed)
+		select {
+		case <-l.stopped:
+			return
+		default:
+		}
+		switch {
+		case err != nil:
+			next = time.Now().Add(l.retry)
+		case !renewed:
+			l.lose("the heartbeat was refused (the lease was revoked, expired or taken over)")
+			return
+		default:
+			l.lastSuccess = now
+			next = now.Add(l.interval)
+		}
+	}
+}
+
+func (l *Lease) lose(reason string) {
+	l.mu.Lock()
+	l.err = fmt.Errorf("%w: lease %q: %s", ErrLost, l.name, reason)
+	l.mu.Unlock()
+	l.cancel()
+}
+
+// call runs one statement on the helper's own connection and scans its one
+// value into dest. A call with no answer by deadline is abandoned, and with
+// it the connection (pgx closes a connection whose context ends mid-call).
+func (l *Lease) call(ctx context.Context, deadline time.Time, sql string, args []interface{}, dest interface{}) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if l.conn == nil {
+		conn, err := pgx.ConnectConfig(ctx, l.config)
+		if err != nil {
+			return err
+		}
+		l.conn = conn
+	}
+	err := l.conn.QueryRow(ctx, sql, args...).Scan(dest)
+	var pgErr *pgconn.PgError
+	if err != nil && !errors.As(err, &pgErr) {
+		l.disconnect()
+	}
+	return err
+}
+
+func (l *Lease) disconnect() {
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		l.conn.Close(ctx) //nolint:errcheck // the connection is being dropped
+		l.conn = nil
+	}
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	random := make([]byte, 4)
+	if _, err := rand.Read(random); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(random))
+}
+
+func clamp(d, low, high time.Duration) time.Duration {
+	if d < low {
+		return low
+	}
+	if d > high {
+		return high
+	}
+	return d
+}
+
+func minDuration(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,48 @@
+import type { Client, ClientConfig, Pool } from 'pg';
+
+export interface HoldOptions {
+  /** Owner name; default host:pid:random. Must be unique among running holders. */
+  owner?: string;
+  /** TTL in milliseconds; default 20000, at least 100. */
+  ttl?: number;
+  /** How long to keep asking while another owner holds the lease, in ms; default 0 (one try). */
+  wait?: number;
+  /** Time your code has to stop after the loss signal, in ms; default ttl/5, at most ttl/2. */
+  grace?: number;
+}
+
+export class Lease {
+  readonly name: string;
+  readonly owner: string;
+  readonly ttl: number;
+  /** The fencing token of this grant. */
+  readonly token: bigint;
+  /** Aborted, with a LeaseLostError as its reason, when the lease is lost. */
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+  /** Throws the LeaseLostError if the lease has been lost. */
+  check(): void;
+  /** Fences the transaction open on client (after BEGIN). */
+  fence(client: Client): Promise<void>;
+  /** Runs fn in a fenced transaction on a client, or on a client checked out of a pool. */
+  transaction<T>(db: Client | Pool, fn: (client: Client) => Promise<T>): Promise<T>;
+  /** true: released; false: the server could not be reached. Rejects with LeaseLostError if lost. */
+  release(): Promise<boolean>;
+}
+
+export function hold(clientConfig: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
+export function withLease<T>(
+  clientConfig: string | ClientConfig,
+  name: string,
+  options: HoldOptions | undefined,
+  fn: (lease: Lease) => Promise<T>,
+): Promise<T>;
+
+/** SQLSTATE LF001: a write under a stale or expired token was rejected. `cause` is pg's DatabaseError. */
+export class FencedError extends Error {
+  readonly code: 'LF001';
+}
+export class NotAcquiredError extends Error {}
+export class LeaseLostError extends Error {}
+/** Whether err is LF001 (a FencedError, or pg's DatabaseError with that code). */
+export function isFenced(err: unknown): boolean;

@@ -1,0 +1,346 @@
+'use strict';
+// Hold a lease of the PostgreSQL extension `lease` from Node.js with pg
+// (node-postgres): acquire it on a client of its own, heartbeat it every
+// TTL/3, abort `lease.signal` before the server could let the lease expire
+// when it can no longer keep it, and fence transactions with the token.
+// Tokens are BigInts. The timing model is that of `pg_lease run`; see
+// docs/clients.md in the lease repository.
+
+const os = require('os');
+const crypto = require('crypto');
+const { performance } = require('perf_hooks');
+const pg = require('pg');
+
+const MIN_TTL_MS = 100;
+const DEFAULT_TTL_MS = 20000;
+// The longest release() tries to release the lease.
+const MAX_RELEASE_WAIT_MS = 5000;
+
+const ACQUIRE =
+  'SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)::pg_catalog.text AS value';
+const HEARTBEAT = 'SELECT lease.lease_heartbeat($1, $2::pg_catalog.int8) AS value';
+const RELEASE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
+// Checks the lease now (LF001 at once for a stale token; no new grant can
+// commit until the transaction ends) and gives fence triggers the token for
+// the rest of the transaction: INSERT, UPDATE and DELETE alike.
+const FENCE = 'SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)';
+
+/** SQLSTATE LF001: the server rejected a write made under a stale or expired token. */
+class FencedError extends Error {
+  constructor(dbError) {
+    super(dbError.message, { cause: dbError });
+    this.name = 'FencedError';
+    this.code = 'LF001';
+  }
+}
+
+/** Another owner held the lease for the whole `wait`. */
+class NotAcquiredError extends Error {
+  constructor(name) {
+    super(`lease "${name}" not acquired: another owner holds it`);
+    this.name = 'NotAcquiredError';
+  }
+}
+
+/** The lease can no longer be trusted. */
+class LeaseLostError extends Error {
+  constructor(name, reason) {
+    super(`lease "${name}" lost: ${reason}`);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** Whether err is LF001: a FencedError, or pg's DatabaseError with that code. */
+function isFenced(err) {
+  return err != null && err.code === 'LF001';
+}
+
+function fenced(err) {
+  return isFenced(err) && !(err instanceof FencedError) ? new FencedError(err) : err;
+}
+
+class CallTimeout extends Error {
+  constructor() {
+    super('no answer from the server in time');
+    this.name = 'CallTimeout';
+  }
+}
+
+const clamp = (value, low, high) => Math.max(low, Math.min(high, value));
+
+function defaultOwner() {
+  return `${os.hostname()}:${process.pid}:${crypto.randomBytes(4).toString('hex')}`;
+}
+
+class Lease {
+  constructor(clientConfig, name, options = {}) {
+    if (typeof name !== 'string' || name === '') throw new TypeError('the lease name must be a non-empty string');
+    const ttl = options.ttl ?? DEFAULT_TTL_MS;
+    if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`ttl must be at least ${MIN_TTL_MS} ms, not ${ttl}`);
+    const wait = options.wait ?? 0;
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError('wait must be a number of milliseconds, not negative');
+    const grace = options.grace ?? ttl / 5;
+    if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError('grace must be between 0 and ttl/2');
+
+    this.name = name;
+    this.owner = options.owner || defaultOwner();
+    this.ttl = ttl;
+    /** The fencing token of this grant, a BigInt. */
+    this.token = null;
+    this._clientConfig = clientConfig;
+    this._wait = wait;
+    // Every period counts from when the last successful acquire or heartbeat
+    // was sent (docs/cli.md, "How run keeps the command inside the lease"):
+    // the server read its clock later than that.
+    this._interval = ttl / 3;
+    this._trust = ttl - ttl / 10 - grace;
+    this._retry = clamp(ttl / 20, 50, 1000);
+    this._poll = clamp(ttl / 10, 50, 1000);
+    this._lastSuccess = 0;
+    this._client = null;
+    this._controller = new AbortController();
+    this._stopped = false;
+    this._wake = null;
+    this._keeping = null;
+    this._releasing = null;
+    this._lostError = null;
+  }
+
+  /** Aborted, with a LeaseLostError as its reason, when the lease is lost. */
+  get signal() {
+    return this._controller.signal;
+  }
+
+  get lost() {
+    return this._lostError !== null;
+  }
+
+  /** Throws the LeaseLostError if the lease has been lost. */
+  check() {
+    if (this._lostError) throw this._lostError;
+  }
+
+  /**
+   * Fences the transaction open on `client` (call it after BEGIN): checks the
+   * lease at once (FencedError if the token is stale or the lease expired),
+   * holds off any new grant until the transaction ends, and sets
+   * lease.fence_token for the rest of the transaction, so fence triggers
+   * accept its INSERTs, UPDATEs and DELETEs. Outside a transaction block the
+   * token would last one statement: use transaction().
+   */
+  async fence(client) {
+    try {
+      await client.query(FENCE, [this.name, this.token.toString()]);
+    } catch (err) {
+      throw fenced(err);
+    }
+  }
+
+  /**
+   * Runs `fn(client)` in a transaction fenced with fence(), on `db` (a
+   * pg.Client, or a pg.Pool: a client is checked out for it), and commits
+   * it; rolls back if fn throws. LF001 from any step throws a FencedError.
+   */
+  async transaction(db, fn) {
+    const pooled = typeof db.idleCount === 'number';
+    const client = pooled ? await db.connect() : db;
+    try {
+      await client.query('BEGIN');
+      try {
+        await this.fence(client);
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw fenced(err);
+      }
+    } finally {
+      // The pool drops a client whose connection broke.
+      if (pooled) client.release();
+    }
+  }
+
+  /**
+   * Stops the heartbeats and releases the lease (trying for at most 5 s, and
+   * never past the moment it could expire anyway). Resolves true when
+   * released, false when the server could not be reached (the lease then
+   * expires on its own); rejects with the LeaseLostError if the lease was
+   * lost or was no longer held. Calling it again gives the same result.
+   */
+  release() {
+    if (!this._releasing) this._releasing = this._release();
+    return this._releasing;
+  }
+
+  async _release() {
+    this._stopped = true;
+    if (this._wake) this._wake();
+    await this._keeping;
+    try {
+      this.check();
+      const deadline = Math.min(performance.now() + MAX_RELEASE_WAIT_MS, this._lastSuccess + this.ttl);
+      let released;
+      try {
+        released = await this._call(RELEASE, [this.name, this.token.toString()], deadline);
+      } catch (err) {
+        if (err instanceof pg.DatabaseError) throw err;
+        return false;
+      }
+      if (!released) {
+        this._lostError = new LeaseLostError(this.name, 'it was no longer held when released');
+        throw this._lostError;
+      }
+      return true;
+    } finally {
+      this._disconnect();
+    }
+  }
+
+  async _acquire() {
+    const giveUpAt = performance.now() + this._wait;
+    const ttl = `${Math.round(this.ttl)} milliseconds`;
+    for (;;) {
+      const sent = performance.now();
+      // The server queues waiters (first come, first served) and wakes the
+      // first when the lease frees up. Each call waits at most half the trust
+      // window: a grant later than the whole window could not be trusted at
+      // all, since the lease's TTL may have started when the call was sent.
+      const wait = clamp(giveUpAt - sent, 0, this._trust / 2);
+      let token = null;
+      try {
+        token = await this._call(ACQUIRE, [this.name, this.owner, ttl, `${Math.round(wait * 1000)} microseconds`], sent + this._trust);
+      } catch (err) {
+        if (err instanceof pg.DatabaseError || performance.now() >= giveUpAt) throw err;
+      }
+      if (token !== null) {
+        this.token = BigInt(token); // int8 arrives as text: never through a Number
+        this._lastSuccess = sent;
+        return;
+      }
+      const now = performance.now();
+      if (now >= giveUpAt) throw new NotAcquiredError(this.name);
+      // Refused early, or failed: do not spin.
+      if (now < sent + wait) await new Promise((resolve) => setTimeout(resolve, Math.min(this._poll, giveUpAt - now)));
+    }
+  }
+
+  async _keep() {
+    let next = this._lastSuccess + this._interval;
+    for (;;) {
+      const now = performance.now();
+      const trustEnds = this._lastSuccess + this._trust;
+      if (now >= trustEnds) {
+        this._lose(`no heartbeat succeeded for ${Math.round(now - this._lastSuccess)} ms`);
+        return;
+      }
+      if (now < next) {
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, Math.min(next, trustEnds) - now);
+          this._wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this._wake = null;
+        if (this._stopped) return;
+        continue;
+      }
+      let renewed;
+      try {
+        renewed = await this._call(HEARTBEAT, [this.name, this.token.toString()], Math.min(trustEnds, now + this._interval));
+      } catch {
+        if (this._stopped) return;
+        next = performance.now() + this._retry;
+        continue;
+      }
+      if (this._stopped) return;
+      if (!renewed) {
+        this._lose('the heartbeat was refused (the lease was revoked, expired or taken over)');
+        return;
+      }
+      this._lastSuccess = now;
+      next = now + this._interval;
+    }
+  }
+
+  _lose(reason) {
+    this._lostError = new LeaseLostError(this.name, reason);
+    this._controller.abort(this._lostError);
+  }
+
+  // One statement on the helper's own client. A call with no answer by
+  // `deadline` is abandoned, and with it the client.
+  async _call(text, values, deadline) {
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new CallTimeout()), Math.max(0, deadline - performance.now()));
+    });
+    try {
+      if (!this._client) {
+        const client = new pg.Client(this._clientConfig);
+        // A client whose connection breaks while idle emits 'error': without
+        // a listener that would crash the process.
+        client.on('error', () => {});
+        this._client = client;
+        await Promise.race([client.connect(), timeout]);
+      }
+      const result = await Promise.race([this._client.query(text, values), timeout]);
+      return result.rows[0].value;
+    } catch (err) {
+      if (!(err instanceof pg.DatabaseError)) this._disconnect();
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  _disconnect() {
+    if (this._client) {
+      this._client.end().catch(() => {});
+      this._client = null;
+    }
+  }
+}
+
+/**
+ * Acquires lease `name` and heartbeats it until `lease.release()`.
+ * `clientConfig` is what `new pg.Client()` takes (a connection string or a
+ * config object), for the helper's own client. Options, in milliseconds:
+ * `ttl` (default 20000, at least 100), `wait` (how long to wait in the
+ * server's queue while another owner holds the lease; default 0, one try;
+ * then NotAcquiredError),
+ * `grace` (default ttl/5, at most ttl/2: the time your code has to stop after
+ * the loss signal), `owner` (default host:pid:random).
+ */
+async function hold(clientConfig, name, options) {
+  const lease = new Lease(clientConfig, name, options);
+  try {
+    await lease._acquire();
+  } catch (err) {
+    lease._disconnect();
+    throw err;
+  }
+  lease._keeping = lease._keep();
+  return lease;
+}
+
+/**
+ * Holds the lease while `await fn(lease)` runs, then releases it; returns
+ * what fn returned. If fn succeeded but the lease was lost meanwhile, throws
+ * the LeaseLostError.
+ */
+async function withLease(clientConfig, name, options, fn) {
+  const lease = await hold(clientConfig, name, options);
+  let result;
+  try {
+    result = await fn(lease);
+  } catch (err) {
+    await lease.release().catch(() => {});
+    throw err;
+  }
+  await lease.release();
+  return result;
+}
+
+module.exports = { hold, withLease, Lease, FencedError, NotAcquiredError, LeaseLostError, isFenced };

@@ -1,0 +1,363 @@
+"""Hold a `lease` (the PostgreSQL extension) from Python with psycopg 3.
+
+    with pglease.hold("dbname=app", "billing", ttl=20) as lease:
+        with lease.transaction(conn):      # fenced: LF001 raises pglease.FencedOff
+            conn.execute("INSERT ...")
+
+The helper acquires the lease on a connection of its own, heartbeats it there
+every TTL/3 from a background thread, and sets ``lease.lost`` (and calls
+``on_lost``) before the server could let the lease expire. The timing model is
+that of ``pg_lease run``; see docs/clients.md in the lease repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Callable, Iterator, Optional, Union
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+__all__ = ["hold", "Lease", "FencedOff", "NotAcquired", "LeaseLost"]
+
+log = logging.getLogger("pglease")
+
+Duration = Union[float, int, timedelta]
+
+MIN_TTL = timedelta(milliseconds=100)
+# The longest the helper tries to release the lease when the block ends.
+MAX_RELEASE_WAIT = 5.0
+
+_ACQUIRE = "SELECT lease.lease_acquire(%s, %s, %s::pg_catalog.interval, %s::pg_catalog.interval)"
+_HEARTBEAT = "SELECT lease.lease_heartbeat(%s, %s::pg_catalog.int8)"
+_RELEASE = "SELECT lease.lease_release(%s, %s::pg_catalog.int8)"
+# Checks the lease now (LF001 at once for a stale token, and no new grant can
+# commit until this transaction ends), and gives fence triggers the token for
+# the rest of the transaction (INSERT, UPDATE and DELETE alike).
+_FENCE = (
+    "SELECT lease.fenced_write(%(name)s, %(token)s::pg_catalog.int8), "
+    "lease.set_fence_token(%(token)s::pg_catalog.int8)"
+)
+
+
+class FencedOff(psycopg.DatabaseError, code="LF001"):
+    """SQLSTATE LF001: the server rejected a write made under a stale or expired token.
+
+    Registered with psycopg when pglease is imported, so every statement that
+    fails with LF001 (``lease.fenced_write``, a ``lease.fence_trigger``, or
+    ``Lease.fence``) raises it, on any connection. It is a
+    ``psycopg.DatabaseError``; the transaction is aborted. Stop working under
+    the lease: another holder has it, or will.
+    """
+
+
+class NotAcquired(Exception):
+    """Another owner held the lease for the whole ``wait``."""
+
+
+class LeaseLost(Exception):
+    """The lease can no longer be trusted: a heartbeat was refused, or none
+    succeeded in time. Raised by ``Lease.check()``, and when the ``with`` block
+    ends normally after a loss."""
+
+
+def _seconds(value: Duration, what: str) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__}")
+    return float(value)
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(high, value))
+
+
+class Lease:
+    """A held lease. Create it with :func:`hold`."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        name: str,
+        *,
+        owner: Optional[str] = None,
+        ttl: Duration = 20,
+        wait: Duration = 0,
+        grace: Optional[Duration] = None,
+        on_lost: Optional[Callable[["Lease"], None]] = None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise ValueError("the lease name must be a non-empty string")
+        ttl_s = _seconds(ttl, "ttl")
+        if ttl_s < MIN_TTL.total_seconds():
+            raise ValueError(f"ttl must be at least {MIN_TTL.total_seconds() * 1000:.0f} ms, not {ttl_s} s")
+        wait_s = _seconds(wait, "wait")
+        if wait_s < 0:
+            raise ValueError("wait must not be negative")
+        grace_s = ttl_s / 5 if grace is None else _seconds(grace, "grace")
+        if not 0 <= grace_s <= ttl_s / 2:
+            raise ValueError("grace must be between 0 and ttl/2")
+
+        self.name = name
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.ttl = timedelta(seconds=ttl_s)
+        #: Set when the lease is lost; ``lost.wait()`` blocks until then.
+        self.lost = threading.Event()
+        self.lost_reason: Optional[str] = None
+
+        self._conninfo = conninfo
+        self._wait = wait_s
+        self._on_lost = on_lost
+        self._token: Optional[int] = None
+        # Every period below counts from when the last successful acquire or
+        # heartbeat was sent (docs/cli.md, "How run keeps the command inside
+        # the lease"): the server read its clock later than that.
+        self._interval = ttl_s / 3
+        self._trust = ttl_s - ttl_s / 10 - grace_s
+        self._retry = _clamp(ttl_s / 20, 0.05, 1.0)
+        self._poll = _clamp(ttl_s / 10, 0.05, 1.0)
+        self._last_success = 0.0
+
+        self._conn: Optional[psycopg.AsyncConnection] = None
+        self._thread: Optional[threading.Thread] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._stop: Optional[asyncio.Event] = None
+        self._started = threading.Event()
+        self._start_error: Optional[BaseException] = None
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this grant (an exact ``int``)."""
+        if self._token is None:
+            raise RuntimeError("the lease has not been acquired")
+        return self._token
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` if the lease has been lost."""
+        if self.lost.is_set():
+            raise LeaseLost(f'lease "{self.name}" lost: {self.lost_reason}')
+
+    def fence(self, conn: psycopg.Connection) -> None:
+        """Fence the transaction open on ``conn`` with this lease's token.
+
+        Checks the lease at once (:class:`FencedOff` if the token is stale or
+        the lease expired), holds off any new grant of the lease until the
+        transaction ends, and sets ``lease.fence_token`` for the rest of the
+        transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
+        """
+        if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+            raise ValueError(
+                "fence() needs an open transaction: use lease.transaction(conn), "
+                "conn.transaction(), or a connection with autocommit off"
+            )
+        conn.execute(_FENCE, {"name": self.name, "token": self.token})
+
+    @contextlib.contextmanager
+    def transaction(self, conn: psycopg.Connection) -> Iterator[psycopg.Transaction]:
+        """``conn.transaction()``, fenced with :meth:`fence`: one call."""
+        with conn.transaction() as tx:
+            self.fence(conn)
+            yield tx
+
+    # -- the with statement ---------------------------------------------------
+
+    def __enter__(self) -> "Lease":
+        if self._thread is not None:
+            raise RuntimeError("a Lease can be entered once")
+        self._thread = threading.Thread(target=self._thread_main, name=f"pglease {self.name}", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            self._thread.join()
+            raise self._start_error
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        assert self._loop is not None and self._stop is not None and self._thread is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        # Bounded: an in-flight heartbeat ends by TTL/3, the release within 5 s.
+        self._thread.join()
+        if exc_type is None:
+            self.check()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else "held" if self._token is not None else "not acquired"
+        return f"<pglease.Lease {self.name!r} owner={self.owner!r} token={self._token} {state}>"
+
+    # -- the background thread ------------------------------------------------
+
+    def _thread_main(self) -> None:
+        # psycopg's async connections need a selector loop (on Windows too).
+        loop = asyncio.SelectorEventLoop()
+        try:
+            loop.run_until_complete(self._main())
+        except BaseException as error:
+            if not self._started.is_set():
+                self._start_error = error
+            raise
+        finally:
+            loop.close()
+            self._started.set()  # never leave __enter__ waiting
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        try:
+            await self._acquire()
+        except BaseException as error:  # handed to the caller of __enter__
+            self._start_error = error
+            await self._disconnect()
+            self._started.set()
+            return
+        self._started.set()
+        try:
+            await self._keep()
+            if self.lost.is_set():
+                await self._disconnect()
+                await self._stop.wait()  # until __exit__
+            else:
+                await self._release()
+        finally:
+            await self._disconnect()
+
+    async def _acquire(self) -> None:
+        give_up_at = time.monotonic() + self._wait
+        while True:
+            sent = time.monotonic()
+            # The server queues waiters (first come, first served) and wakes the
+            # first when the lease frees up. Each call waits at most half the
+            # trust window: a grant later than the whole window could not be
+            # trusted at all, since the lease's TTL may have started when the
+            # call was sent.
+            wait = timedelta(seconds=max(0.0, min(give_up_at - sent, self._trust / 2)))
+            try:
+                token = await self._call(_ACQUIRE, (self.name, self.owner, self.ttl, wait), sent + self._trust)
+            except psycopg.OperationalError:
+                if time.monotonic() >= give_up_at:
+                    raise
+                token = None
+            if token is not None:
+                self._token = token
+                self._last_success = sent
+                return
+            now = time.monotonic()
+            if now >= give_up_at:
+                raise NotAcquired(f'lease "{self.name}" not acquired: another owner holds it')
+            if now < sent + wait.total_seconds():  # refused early (or failed): do not spin
+                await asyncio.sleep(min(self._poll, give_up_at - now))
+
+    async def _keep(self) -> None:
+        """Heartbeats until the block ends or the lease is lost."""
+        assert self._stop is not None
+        next_heartbeat = self._last_success + self._interval
+        failing = False
+        while True:
+            now = time.monotonic()
+            trust_ends = self._last_success + self._trust
+            if now >= trust_ends:
+                self._lose(f"no heartbeat succeeded for {now - self._last_success:.3f} s")
+                return
+            if now < next_heartbeat:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), min(next_heartbeat, trust_ends) - now)
+                    return
+                except asyncio.TimeoutError:
+                    continue
+            try:
+                renewed = await self._call(_HEARTBEAT, (self.name, self._token), min(trust_ends, now + self._interval))
+            except psycopg.Error as failure:
+                if not failing:
+                    log.warning('lease "%s": heartbeat failed: %s; retrying', self.name, str(failure).strip())
+                failing = True
+                next_heartbeat = time.monotonic() + self._retry
+                continue
+            if not renewed:
+                self._lose("the heartbeat was refused (the lease was revoked, expired or taken over)")
+                return
+            if failing:
+                log.warning('lease "%s": heartbeat succeeded again', self.name)
+            failing = False
+            self._last_success = now
+            next_heartbeat = now + self._interval
+            if self._stop.is_set():
+                return
+
+    async def _release(self) -> None:
+        deadline = min(time.monotonic() + MAX_RELEASE_WAIT, self._last_success + self.ttl.total_seconds())
+        try:
+            released = await self._call(_RELEASE, (self.name, self._token), deadline)
+        except psycopg.Error as failure:
+            log.warning('lease "%s": could not release it: %s; it expires on its own', self.name, failure)
+            return
+        if not released:
+            self._lose("it was no longer held when released")
+
+    def _lose(self, reason: str) -> None:
+        self.lost_reason = reason
+        log.warning('lease "%s" lost: %s', self.name, reason)
+        self.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(self)
+            except Exception:
+                log.exception('lease "%s": on_lost raised', self.name)
+
+    async def _call(self, query: str, params: tuple, deadline: float):
+        """One statement on the helper's own connection. A call with no answer
+        by ``deadline`` is abandoned with its connection (OperationalError)."""
+        try:
+            return await asyncio.wait_for(self._call_now(query, params), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            await self._disconnect()
+            raise psycopg.OperationalError("no answer from the server in time") from None
+        except psycopg.OperationalError:
+            await self._disconnect()
+            raise
+
+    async def _call_now(self, query: str, params: tuple):
+        if self._conn is None or self._conn.closed:
+            # No named prepared statements: they break transaction-mode poolers.
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, prepare_threshold=None
+            )
+        cursor = await self._conn.execute(query, params)
+        row = await cursor.fetchone()
+        return row[0] if row else None
+
+    async def _disconnect(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+
+def hold(
+    conninfo: str,
+    name: str,
+    *,
+    owner: Optional[str] = None,
+    ttl: Duration = 20,
+    wait: Duration = 0,
+    grace: Optional[Duration] = None,
+    on_lost: Optional[Callable[[Lease], None]] = None,
+) -> Lease:
+    """Hold lease ``name`` for the duration of a ``with`` block.
+
+    ``conninfo`` is a libpq connection string or URI for the helper's own
+    connection. Durations are seconds or ``timedelta``s. ``wait`` is how long
+    to wait in the server's queue while another owner holds the lease, then
+    :class:`NotAcquired`. The lease is lost (``lease.lost`` set, ``on_lost``
+    called from the helper's thread) when a heartbeat is refused, or when none
+    has succeeded for ``ttl - ttl/10 - grace`` (``grace`` defaults to ttl/5),
+    which leaves your code ``grace`` to stop before the server could let the
+    lease expire. ``owner`` defaults to ``host:pid:random``.
+    """
+    return Lease(conninfo, name, owner=owner, ttl=ttl, wait=wait, grace=grace, on_lost=on_lost)

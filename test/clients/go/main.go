@@ -1,0 +1,406 @@
+// Tests of the Go helper (clients/go) against a real cluster; run by
+// test/clients/run.sh, which sets the environment (CLIENTS_CONNINFO,
+// CLIENTS_ADMIN, CLIENTS_PREFIX, CLIENTS_SERVER_STOP/START: see
+// python_test.py). Prints "ok - ..." / "not ok - ..." lines and "# end".
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+
+	"pglease"
+)
+
+var (
+	conninfo = os.Getenv("CLIENTS_CONNINFO")
+	adminURL = os.Getenv("CLIENTS_ADMIN")
+	prefix   = os.Getenv("CLIENTS_PREFIX")
+	bg       = context.Background()
+)
+
+func report(ok bool, description string, diagnostic ...interface{}) {
+	if ok {
+		fmt.Println("ok - " + description)
+		return
+	}
+	fmt.Println("not ok - " + description)
+	if len(diagnostic) > 0 {
+		for _, line := range strings.Split(fmt.Sprint(diagnostic...), "\n") {
+			fmt.Println("#   " + line)
+		}
+	}
+}
+
+func config() *pgx.ConnConfig {
+	cfg, err := pgx.ParseConfig(conninfo)
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func connect(url string) *pgx.Conn {
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		panic(err)
+	}
+	return conn
+}
+
+// admin runs one query straight on the server and scans its row.
+func admin(query string, args []interface{}, dest ...interface{}) error {
+	conn := connect(adminURL)
+	defer conn.Close(bg)
+	return conn.QueryRow(bg, query, args...).Scan(dest...)
+}
+
+type leaseRow struct {
+	owner, token, state string
+	expires             float64
+}
+
+func row(name string) leaseRow {
+	var r leaseRow
+	var owner *string
+	err := admin(`SELECT owner, token::text, state, extract(epoch FROM expires_at)::float8 FROM lease.status WHERE name = $1`,
+		[]interface{}{name}, &owner, &r.token, &r.state, &r.expires)
+	if err != nil {
+		panic(err)
+	}
+	if owner != nil {
+		r.owner = *owner
+	}
+	return r
+}
+
+func testAcquireReleaseBigint() {
+	name := prefix + "acquire"
+	lease, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-a", TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	r := row(name)
+	report(lease.Token() > 1<<53 && strconv.FormatInt(lease.Token(), 10) == r.token && r.state == "held" && r.owner == "go-a",
+		fmt.Sprintf("acquire: token %d (> 2^53) is the server's exactly, lease held by the owner", lease.Token()), r)
+	first := lease.Token()
+	err = lease.Release()
+	r = row(name)
+	report(err == nil && r.state == "free", "Release releases the lease", err, r.state)
+
+	lease, _, err = pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-a", TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire again", err)
+		return
+	}
+	defer lease.Release()
+	r = row(name)
+	report(lease.Token() == first+1 && strconv.FormatInt(lease.Token(), 10) == r.token,
+		fmt.Sprintf("bigint tokens round-trip exactly, odd and even: %d, %d", first, lease.Token()), r.token)
+}
+
+func testNotAcquired() {
+	name := prefix + "busy"
+	first, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-first", TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	defer first.Release()
+	_, _, err = pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-second"})
+	report(errors.Is(err, pglease.ErrNotAcquired), "a held lease is not acquired: ErrNotAcquired (Wait 0; the NULL token is scanned)", err)
+	started := time.Now()
+	_, _, err = pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-second", Wait: 400 * time.Millisecond})
+	waited := time.Since(started)
+	report(errors.Is(err, pglease.ErrNotAcquired) && waited >= 400*time.Millisecond && waited < 1500*time.Millisecond,
+		fmt.Sprintf("ErrNotAcquired after Wait 400ms (took %v)", waited.Round(time.Millisecond)), err)
+}
+
+// testWaiterWoken: a waiter is woken by the release, because the server
+// queues it (no polling every TTL/10, 1s here).
+func testWaiterWoken() {
+	name := prefix + "wait"
+	first, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-first", TTL: 10 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	releasing := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		releasing <- time.Now()
+		first.Release()
+	}()
+	second, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-second", TTL: 10 * time.Second, Wait: 3 * time.Second})
+	if err != nil {
+		report(false, "the waiter acquires", err)
+		return
+	}
+	took := time.Since(<-releasing)
+	second.Release()
+	report(second.Token() > first.Token() && took < 300*time.Millisecond,
+		fmt.Sprintf("a waiter gets the lease %v after the holder starts releasing it (Wait 3s, TTL 10s)", took.Round(time.Millisecond)))
+}
+
+func testErrors() {
+	_, _, err := pglease.Hold(bg, config(), "go-bad", pglease.Options{TTL: 50 * time.Millisecond})
+	report(err != nil && strings.Contains(err.Error(), "100ms"), "a TTL under 100ms is refused", err)
+	_, _, err = pglease.Hold(bg, config(), "", pglease.Options{})
+	report(err != nil, "an empty lease name is refused", err)
+	unreachable, _ := pgx.ParseConfig(conninfo + " port=1")
+	_, _, err = pglease.Hold(bg, unreachable, "go-unreachable", pglease.Options{})
+	report(err != nil && !errors.Is(err, pglease.ErrNotAcquired), "an unreachable server: a connection error", err)
+}
+
+func testHeartbeat() {
+	name := prefix + "heartbeat"
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	defer lease.Release()
+	time.Sleep(3500 * time.Millisecond)
+	r := row(name)
+	var recent bool
+	if err := admin(`SELECT clock_timestamp() - renewed_at < interval '0.5 s' FROM lease.leases WHERE name = $1`,
+		[]interface{}{name}, &recent); err != nil {
+		panic(err)
+	}
+	report(ctx.Err() == nil && lease.Err() == nil && r.state == "held" && r.token == strconv.FormatInt(lease.Token(), 10) && recent,
+		"heartbeats keep a 1s lease for 3.5s under the same token", lease.Err(), r, recent)
+}
+
+func testFence() {
+	name := prefix + "fence"
+	lease, _, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	defer lease.Release()
+	conn := connect(conninfo)
+	defer conn.Close(bg)
+	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(bg, "INSERT INTO client_work (lease_name, note) VALUES ($1, 'fenced')", name); err != nil {
+			return err
+		}
+		_, err := tx.Exec(bg, "UPDATE client_work SET note = 'updated' WHERE lease_name = $1", name)
+		return err
+	})
+	var note, token string
+	scanErr := admin("SELECT note, fence_token::text FROM client_work WHERE lease_name = $1", []interface{}{name}, &note, &token)
+	report(err == nil && scanErr == nil && note == "updated" && token == strconv.FormatInt(lease.Token(), 10),
+		"lease.Tx: INSERT and UPDATE pass the fence trigger; the row carries the token", err, scanErr, note, token)
+	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(bg, "DELETE FROM client_work WHERE lease_name = $1", name)
+		return err
+	})
+	var count int
+	if err := admin("SELECT count(*) FROM client_work WHERE lease_name = $1", []interface{}{name}, &count); err != nil {
+		panic(err)
+	}
+	report(err == nil && count == 0, "lease.Tx: DELETE passes the fence trigger", err, count)
+
+	tx, err := conn.Begin(bg)
+	if err == nil {
+		err = lease.Fence(bg, tx)
+		tx.Rollback(bg)
+	}
+	report(err == nil, "lease.Fence(ctx, tx) on a transaction the application began", err)
+
+	_, err = conn.Exec(bg, "SELECT lease.fenced_write($1, $2)", name, lease.Token()-1)
+	report(pglease.IsFenced(err), "IsFenced recognises LF001 from any pgx call", err)
+}
+
+func testRevoked() {
+	name := prefix + "revoked"
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 1500 * time.Millisecond})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	var revokedToken int64
+	if err := admin("SELECT lease.lease_revoke($1)", []interface{}{name}, &revokedToken); err != nil {
+		panic(err)
+	}
+	revoked := time.Now()
+	var took time.Duration
+	select {
+	case <-ctx.Done():
+		took = time.Since(revoked)
+	case <-time.After(3 * time.Second):
+		took = -1
+	}
+	report(took >= 0 && took <= 750*time.Millisecond && errors.Is(lease.Err(), pglease.ErrLost),
+		fmt.Sprintf("a revoked lease is lost at the next heartbeat: context cancelled after %v", took.Round(time.Millisecond)), lease.Err())
+
+	conn := connect(conninfo)
+	defer conn.Close(bg)
+	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(bg, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", name)
+		return err
+	})
+	var written int
+	if err := admin("SELECT count(*) FROM client_log WHERE lease_name = $1", []interface{}{name}, &written); err != nil {
+		panic(err)
+	}
+	var fencedErr *pglease.FencedError
+	report(errors.As(err, &fencedErr) && fencedErr.PgErr.Code == "LF001" && written == 0,
+		"a fenced transaction under the revoked token returns *FencedError (LF001) from the fence itself: nothing written to a table without a fence trigger",
+		err, written)
+	err = lease.Release()
+	report(errors.Is(err, pglease.ErrLost), "Release after the loss returns the ErrLost error", err)
+}
+
+// zombieChild holds the lease, waits for a line on stdin (the parent stops and
+// continues this process in between), then tries a fenced write.
+func zombieChild(name string) {
+	conn := connect(conninfo)
+	defer conn.Close(bg)
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-zombie", TTL: time.Second})
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	fmt.Println(lease.Token())
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(bg, "INSERT INTO client_work (lease_name, note) VALUES ($1, 'zombie')", name)
+		return err
+	})
+	var fencedErr *pglease.FencedError
+	switch {
+	case errors.As(err, &fencedErr):
+		fmt.Println("fenced", fencedErr.PgErr.Code)
+	case err == nil:
+		fmt.Println("written")
+	default:
+		fmt.Println("error", err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+	}
+	if errors.Is(lease.Release(), pglease.ErrLost) {
+		fmt.Println("lost")
+	} else {
+		fmt.Println("not lost")
+	}
+}
+
+func testZombie() {
+	name := prefix + "zombie"
+	child := exec.Command(os.Args[0], "zombie", name)
+	stdin, _ := child.StdinPipe()
+	stdout, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		report(false, "start the zombie", err)
+		return
+	}
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	lines := bufio.NewReader(stdout)
+	line, _ := lines.ReadString('\n')
+	zombieToken, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		report(false, "the zombie acquires", line)
+		return
+	}
+	child.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(1300 * time.Millisecond)
+	successor, _, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-successor", TTL: 5 * time.Second, Wait: 3 * time.Second})
+	if err != nil {
+		child.Process.Signal(syscall.SIGCONT)
+		report(false, "the successor takes over", err)
+		return
+	}
+	defer successor.Release()
+	child.Process.Signal(syscall.SIGCONT)
+	fmt.Fprintln(stdin, "go")
+	outcome, _ := lines.ReadString('\n')
+	ending, _ := lines.ReadString('\n')
+	var written int
+	if err := admin("SELECT count(*) FROM client_work WHERE lease_name = $1", []interface{}{name}, &written); err != nil {
+		panic(err)
+	}
+	report(strings.TrimSpace(outcome) == "fenced LF001" && written == 0 && successor.Token() > zombieToken,
+		"a zombie stopped past its TTL: its fenced write after the takeover returns *FencedError, nothing written",
+		outcome, written)
+	report(strings.TrimSpace(ending) == "lost", "the zombie's helper reports the loss once it runs again", ending)
+}
+
+func testOutage() {
+	name := prefix + "outage"
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 4 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	time.Sleep(1500 * time.Millisecond) // past the first heartbeat
+	if err := exec.Command("sh", "-c", os.Getenv("CLIENTS_SERVER_STOP")).Run(); err != nil {
+		panic(err)
+	}
+	stopped := time.Now()
+	var lostAt time.Time
+	select {
+	case <-ctx.Done():
+		lostAt = time.Now()
+	case <-time.After(5 * time.Second):
+	}
+	releaseErr := lease.Release()
+	if err := exec.Command("sh", "-c", os.Getenv("CLIENTS_SERVER_START")).Run(); err != nil {
+		panic(err)
+	}
+	r := row(name)
+	margin := r.expires - float64(lostAt.UnixNano())/1e9
+	report(!lostAt.IsZero() && margin >= 0.6 && lostAt.Sub(stopped) < 4*time.Second && errors.Is(releaseErr, pglease.ErrLost),
+		fmt.Sprintf("the database stops: context cancelled %.0f ms before the lease expires on the server (grace 800 + TTL/10 400 expected, at least 600 required; TTL 4 s), %v after the outage began",
+			math.Round(margin*1000), lostAt.Sub(stopped).Round(time.Millisecond)), releaseErr)
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "zombie" {
+		zombieChild(os.Args[2])
+		return
+	}
+	tests := []struct {
+		name string
+		run  func()
+	}{
+		{"acquire", testAcquireReleaseBigint},
+		{"not acquired", testNotAcquired},
+		{"waiter woken", testWaiterWoken},
+		{"errors", testErrors},
+		{"heartbeat", testHeartbeat},
+		{"fence", testFence},
+		{"revoked", testRevoked},
+		{"zombie", testZombie},
+		{"outage", testOutage},
+	}
+	for _, test := range tests {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					report(false, test.name+" ran", p)
+				}
+			}()
+			test.run()
+		}()
+	}
+	fmt.Println("# end")
+}

@@ -1,0 +1,311 @@
+'use strict';
+// Tests of the Node helper (clients/node) against a real cluster; run by
+// test/clients/run.sh, which sets the environment (CLIENTS_CONNINFO, a URL
+// here; CLIENTS_ADMIN; CLIENTS_PREFIX; CLIENTS_SERVER_STOP/START: see
+// python_test.py). Prints "ok - ..." / "not ok - ..." lines and "# end".
+
+const { execSync, spawn } = require('child_process');
+const readline = require('readline');
+const pg = require('pg');
+const pglease = require('pglease');
+
+const CONN = process.env.CLIENTS_CONNINFO;
+const PREFIX = process.env.CLIENTS_PREFIX;
+const TWO_53 = 2n ** 53n;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function report(ok, description, ...diagnostic) {
+  console.log(`${ok ? 'ok' : 'not ok'} - ${description}`);
+  if (!ok && diagnostic.length) {
+    for (const line of diagnostic.map((d) => (d instanceof Error ? d.stack : JSON.stringify(d, (k, v) => (typeof v === 'bigint' ? `${v}n` : v)))).join(' ').split('\n')) {
+      console.log(`#   ${line}`);
+    }
+  }
+}
+
+async function admin(text, values = []) {
+  const client = new pg.Client(CONN);
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+const leaseRow = (name) =>
+  admin('SELECT owner, token::text, state, extract(epoch FROM expires_at)::float8 AS expires FROM lease.status WHERE name = $1', [name]);
+
+async function testAcquireReleaseBigint() {
+  const name = `${PREFIX}acquire`;
+  let lease = await pglease.hold(CONN, name, { owner: 'node-a', ttl: 5000 });
+  let row = await leaseRow(name);
+  report(
+    typeof lease.token === 'bigint' && lease.token > TWO_53 && lease.token === BigInt(row.token) && row.state === 'held' && row.owner === 'node-a',
+    `acquire: token ${lease.token} is a BigInt (> 2^53), the server's exactly; lease held by the owner`,
+    row,
+  );
+  const first = lease.token;
+  const released = await lease.release();
+  row = await leaseRow(name);
+  report(released === true && row.state === 'free', 'release() releases the lease', released, row);
+
+  lease = await pglease.hold(CONN, name, { owner: 'node-a', ttl: 5000 });
+  row = await leaseRow(name);
+  const odd = first % 2n === 1n ? first : lease.token;
+  report(
+    lease.token === first + 1n && lease.token.toString() === row.token && BigInt(Number(odd)) !== odd,
+    `bigint tokens round-trip exactly: ${first}, ${lease.token} (Number() would round ${odd} to ${Number(odd)})`,
+    row,
+  );
+  await lease.release();
+}
+
+async function testNotAcquired() {
+  const name = `${PREFIX}busy`;
+  const first = await pglease.hold(CONN, name, { owner: 'node-first', ttl: 5000 });
+  try {
+    try {
+      await pglease.hold(CONN, name, { owner: 'node-second' });
+      report(false, 'a held lease is not acquired (wait 0)');
+    } catch (err) {
+      report(err instanceof pglease.NotAcquiredError, 'a held lease is not acquired: NotAcquiredError (wait 0)', err);
+    }
+    const started = performance.now();
+    try {
+      await pglease.hold(CONN, name, { owner: 'node-second', wait: 400 });
+      report(false, 'NotAcquiredError after wait');
+    } catch (err) {
+      const waited = performance.now() - started;
+      report(err instanceof pglease.NotAcquiredError && waited >= 400 && waited < 1500, `NotAcquiredError after wait 400 ms (took ${Math.round(waited)} ms)`, err);
+    }
+  } finally {
+    await first.release();
+  }
+}
+
+// A waiter is woken by the release: the server queues it (no polling every
+// TTL/10, 1 s here).
+async function testWaiterWoken() {
+  const name = `${PREFIX}wait`;
+  const first = await pglease.hold(CONN, name, { owner: 'node-first', ttl: 10000 });
+  let releasing = null;
+  const releaser = sleep(500).then(() => {
+    releasing = performance.now();
+    return first.release();
+  });
+  const second = await pglease.hold(CONN, name, { owner: 'node-second', ttl: 10000, wait: 3000 });
+  const took = performance.now() - releasing;
+  await releaser;
+  await second.release();
+  report(second.token > first.token && took < 300,
+    `a waiter gets the lease ${Math.round(took)} ms after the holder starts releasing it (wait 3 s, TTL 10 s)`);
+}
+
+async function testErrors() {
+  try {
+    await pglease.hold(CONN, 'node-bad', { ttl: 50 });
+    report(false, 'a ttl under 100 ms is refused');
+  } catch (err) {
+    report(err instanceof RangeError, 'a ttl under 100 ms is refused: RangeError', err);
+  }
+  try {
+    await pglease.hold(CONN, 'node-bad', { ttl: 1000, grace: 600 });
+    report(false, 'a grace over ttl/2 is refused');
+  } catch (err) {
+    report(err instanceof RangeError, 'a grace over ttl/2 is refused: RangeError', err);
+  }
+  const unreachable = new URL(CONN);
+  unreachable.port = '1';
+  try {
+    await pglease.hold(unreachable.toString(), 'node-unreachable');
+    report(false, 'an unreachable server: the connection error');
+  } catch (err) {
+    report(err.code === 'ECONNREFUSED', 'an unreachable server: the connection error', err);
+  }
+}
+
+async function testHeartbeat() {
+  const name = `${PREFIX}heartbeat`;
+  await pglease.withLease(CONN, name, { ttl: 1000 }, async (lease) => {
+    await sleep(3500);
+    const row = await leaseRow(name);
+    const { recent } = await admin("SELECT clock_timestamp() - renewed_at < interval '0.5 s' AS recent FROM lease.leases WHERE name = $1", [name]);
+    report(
+      !lease.lost && !lease.signal.aborted && row.state === 'held' && row.token === lease.token.toString() && recent,
+      'heartbeats keep a 1 s lease for 3.5 s under the same token',
+      row,
+      recent,
+    );
+  });
+  report((await leaseRow(name)).state === 'free', 'withLease releases the lease when fn returns');
+  try {
+    await pglease.withLease(CONN, name, { ttl: 5000 }, async () => {
+      throw new SyntaxError('boom');
+    });
+  } catch (err) {
+    report(err instanceof SyntaxError && (await leaseRow(name)).state === 'free', 'withLease releases the lease when fn throws, and rethrows', err);
+  }
+}
+
+async function testFence() {
+  const name = `${PREFIX}fence`;
+  const client = new pg.Client(CONN);
+  await client.connect();
+  const pool = new pg.Pool({ connectionString: CONN, max: 2 });
+  try {
+    await pglease.withLease(CONN, name, { ttl: 5000 }, async (lease) => {
+      await lease.transaction(client, async (c) => {
+        await c.query("INSERT INTO client_work (lease_name, note) VALUES ($1, 'fenced')", [name]);
+        await c.query("UPDATE client_work SET note = 'updated' WHERE lease_name = $1", [name]);
+      });
+      const row = await admin('SELECT note, fence_token::text FROM client_work WHERE lease_name = $1', [name]);
+      report(
+        row && row.note === 'updated' && row.fence_token === lease.token.toString(),
+        'lease.transaction(client): INSERT and UPDATE pass the fence trigger; the row carries the token',
+        row,
+      );
+      await lease.transaction(pool, (c) => c.query('DELETE FROM client_work WHERE lease_name = $1', [name]));
+      const { count } = await admin('SELECT count(*)::int AS count FROM client_work WHERE lease_name = $1', [name]);
+      report(count === 0, 'lease.transaction(pool): DELETE passes the fence trigger', count);
+
+      await client.query('BEGIN');
+      await lease.fence(client);
+      await client.query("INSERT INTO client_work (lease_name, note) VALUES ($1, 'own transaction')", [name]);
+      await client.query('ROLLBACK');
+      report(true, 'lease.fence(client) inside a transaction the application began');
+
+      try {
+        await client.query('SELECT lease.fenced_write($1, $2::int8)', [name, (lease.token - 1n).toString()]);
+        report(false, 'isFenced recognises LF001 from any pg query');
+      } catch (err) {
+        report(pglease.isFenced(err) && !(err instanceof pglease.FencedError), 'isFenced recognises LF001 from any pg query', err);
+      }
+    });
+  } finally {
+    await client.end();
+    await pool.end();
+  }
+}
+
+async function testRevoked() {
+  const name = `${PREFIX}revoked`;
+  const client = new pg.Client(CONN);
+  await client.connect();
+  const lease = await pglease.hold(CONN, name, { ttl: 1500 });
+  try {
+    const aborted = new Promise((resolve) => lease.signal.addEventListener('abort', () => resolve(performance.now())));
+    await admin('SELECT lease.lease_revoke($1)', [name]);
+    const revoked = performance.now();
+    const took = (await Promise.race([aborted, sleep(3000).then(() => null)])) - revoked;
+    report(
+      took >= 0 && took <= 750 && lease.signal.reason instanceof pglease.LeaseLostError,
+      `a revoked lease is lost at the next heartbeat: signal aborted after ${Math.round(took)} ms, reason LeaseLostError`,
+      lease.signal.reason,
+    );
+    try {
+      await lease.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", [name]));
+      report(false, 'a fenced transaction under the revoked token throws FencedError');
+    } catch (err) {
+      const { count } = await admin('SELECT count(*)::int AS count FROM client_log WHERE lease_name = $1', [name]);
+      report(err instanceof pglease.FencedError && err.code === 'LF001' && err.cause instanceof pg.DatabaseError && count === 0,
+        'a fenced transaction under the revoked token throws FencedError (code LF001, cause pg.DatabaseError) from the fence itself: nothing written to a table without a fence trigger',
+        err, count);
+    }
+  } finally {
+    await client.end();
+  }
+  try {
+    await lease.release();
+    report(false, 'release() after the loss rejects with LeaseLostError');
+  } catch (err) {
+    report(err instanceof pglease.LeaseLostError, 'release() after the loss rejects with LeaseLostError', err);
+  }
+}
+
+// Holds the lease, waits for a line on stdin (the parent stops and continues
+// this process in between), then tries a fenced write.
+async function zombieChild(name) {
+  const client = new pg.Client(CONN);
+  await client.connect();
+  const lease = await pglease.hold(CONN, name, { owner: 'node-zombie', ttl: 1000 });
+  console.log(lease.token.toString());
+  await new Promise((resolve) => process.stdin.once('data', resolve));
+  process.stdin.pause();
+  try {
+    await lease.transaction(client, (c) => c.query("INSERT INTO client_work (lease_name, note) VALUES ($1, 'zombie')", [name]));
+    console.log('written');
+  } catch (err) {
+    console.log(err instanceof pglease.FencedError ? `fenced ${err.code}` : `error ${err}`);
+  }
+  await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(2000)]);
+  console.log(await lease.release().then(() => 'not lost', (err) => (err instanceof pglease.LeaseLostError ? 'lost' : `error ${err}`)));
+  await client.end();
+}
+
+async function testZombie() {
+  const name = `${PREFIX}zombie`;
+  const child = spawn(process.execPath, [__filename, '--zombie', name], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const nextLine = async () => (await lines.next()).value;
+  try {
+    const zombieToken = BigInt(await nextLine());
+    child.kill('SIGSTOP');
+    await sleep(1300);
+    await pglease.withLease(CONN, name, { owner: 'node-successor', ttl: 5000, wait: 3000 }, async (successor) => {
+      child.kill('SIGCONT');
+      child.stdin.write('go\n');
+      const outcome = await nextLine();
+      const ending = await nextLine();
+      const { count } = await admin('SELECT count(*)::int AS count FROM client_work WHERE lease_name = $1', [name]);
+      report(outcome === 'fenced LF001' && count === 0 && successor.token > zombieToken,
+        'a zombie stopped past its TTL: its fenced write after the takeover throws FencedError, nothing written', outcome, count);
+      report(ending === 'lost', "the zombie's helper reports the loss once it runs again", ending);
+    });
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+async function testOutage() {
+  const name = `${PREFIX}outage`;
+  const lease = await pglease.hold(CONN, name, { ttl: 4000 });
+  let lostAt = null;
+  lease.signal.addEventListener('abort', () => {
+    lostAt = Date.now();
+  });
+  await sleep(1500); // past the first heartbeat
+  execSync(process.env.CLIENTS_SERVER_STOP);
+  const stopped = Date.now();
+  await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(5000)]);
+  const releaseError = await lease.release().then(() => null, (err) => err);
+  execSync(process.env.CLIENTS_SERVER_START);
+  const row = await leaseRow(name);
+  const margin = lostAt === null ? null : row.expires * 1000 - lostAt;
+  report(
+    lostAt !== null && margin >= 600 && lostAt - stopped < 4000 && releaseError instanceof pglease.LeaseLostError,
+    `the database stops: signal aborted ${margin && Math.round(margin)} ms before the lease expires on the server (grace 800 + TTL/10 400 expected, at least 600 required; TTL 4 s), ${lostAt && lostAt - stopped} ms after the outage began`,
+    releaseError,
+  );
+}
+
+async function main() {
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  for (const test of tests) {
+    try {
+      await test();
+    } catch (err) {
+      report(false, `${test.name} ran`, err);
+    }
+  }
+  console.log('# end');
+}
+
+if (process.argv[2] === '--zombie') {
+  zombieChild(process.argv[3]).catch((err) => {
+    console.log(`error ${err}`);
+    process.exitCode = 1;
+  });
+} else {
+  main();
+}

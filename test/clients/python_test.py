@@ -1,0 +1,315 @@
+"""Tests of the Python helper (clients/python) against a real cluster; run by
+test/clients/run.sh, which sets the environment:
+
+  CLIENTS_CONNINFO   where the helper and the application connect (the server,
+                     or PgBouncer in transaction mode)
+  CLIENTS_ADMIN      a superuser connection straight to the server, for checks
+  CLIENTS_PREFIX     prefix of the lease names this run uses
+  CLIENTS_SERVER_STOP / CLIENTS_SERVER_START   shell commands
+Prints "ok - ..." / "not ok - ..." lines and "# end" when it ran to the end.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+
+import pglease
+
+CONNINFO = os.environ["CLIENTS_CONNINFO"]
+ADMIN = os.environ["CLIENTS_ADMIN"]
+PREFIX = os.environ["CLIENTS_PREFIX"]
+TWO_53 = 2**53
+
+
+def report(ok, description, diagnostic=""):
+    print(("ok - " if ok else "not ok - ") + description, flush=True)
+    if not ok and diagnostic:
+        for line in str(diagnostic).splitlines():
+            print("#   " + line, flush=True)
+
+
+def admin(query, *params):
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        return conn.execute(query, params).fetchone()
+
+
+def lease_row(name):
+    return admin(
+        "SELECT owner, token::text, state, extract(epoch FROM expires_at)::float8 FROM lease.status WHERE name = %s",
+        name,
+    )
+
+
+def test_acquire_release_bigint():
+    name = PREFIX + "acquire"
+    with pglease.hold(CONNINFO, name, owner="py-a", ttl=5) as lease:
+        owner, token_text, state, _ = lease_row(name)
+        report(
+            isinstance(lease.token, int) and lease.token > TWO_53 and str(lease.token) == token_text
+            and state == "held" and owner == "py-a",
+            f"acquire: token {lease.token} (> 2^53) is the server's exactly, lease held by the owner",
+            f"token {lease.token!r}, server {token_text}, {state}, {owner}",
+        )
+        first = lease.token
+    state = lease_row(name)[2]
+    report(state == "free", "release when the with block ends", state)
+
+    with pglease.hold(CONNINFO, name, owner="py-a", ttl=5) as lease:
+        token_text = lease_row(name)[1]
+        # Two grants in a row: one of the tokens is odd, which no float64 can hold above 2^53.
+        report(
+            lease.token == first + 1 and str(lease.token) == token_text,
+            f"bigint tokens round-trip exactly, odd and even: {first}, {lease.token}",
+            f"server {token_text}",
+        )
+
+
+def test_release_on_exception():
+    name = PREFIX + "exception"
+    try:
+        with pglease.hold(CONNINFO, name, ttl=5):
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    report(lease_row(name)[2] == "free", "release when the with block raises")
+
+
+def test_not_acquired():
+    name = PREFIX + "busy"
+    with pglease.hold(CONNINFO, name, owner="py-first", ttl=5):
+        try:
+            with pglease.hold(CONNINFO, name, owner="py-second", wait=0):
+                report(False, "a held lease is not acquired (wait 0)")
+        except pglease.NotAcquired:
+            report(True, "a held lease is not acquired: NotAcquired (wait 0)")
+        started = time.monotonic()
+        try:
+            with pglease.hold(CONNINFO, name, owner="py-second", wait=0.4):
+                report(False, "NotAcquired after wait")
+        except pglease.NotAcquired:
+            waited = time.monotonic() - started
+            report(0.4 <= waited < 1.5, f"NotAcquired after wait 0.4 s (took {waited:.2f} s)")
+
+
+def test_waiter_woken():
+    """A waiter is woken by the release: the server queues it (no polling every TTL/10, 1 s here)."""
+    name = PREFIX + "wait"
+    first = pglease.hold(CONNINFO, name, owner="py-first", ttl=10)
+    first.__enter__()
+    releasing = []
+
+    def release_soon():
+        time.sleep(0.5)
+        releasing.append(time.monotonic())
+        first.__exit__(None, None, None)
+
+    releaser = threading.Thread(target=release_soon)
+    releaser.start()
+    with pglease.hold(CONNINFO, name, owner="py-second", ttl=10, wait=3) as second:
+        took = time.monotonic() - releasing[0]
+    releaser.join()
+    report(
+        second.token > first.token and took < 0.3,
+        f"a waiter gets the lease {took * 1000:.0f} ms after the holder starts releasing it (wait 3 s, TTL 10 s)",
+    )
+
+
+def test_errors():
+    try:
+        pglease.hold(CONNINFO, "py-bad", ttl=0.05)
+        report(False, "a ttl under 100 ms is refused")
+    except ValueError as error:
+        report("100 ms" in str(error), "a ttl under 100 ms is refused", error)
+    try:
+        with pglease.hold(CONNINFO, ""):
+            pass
+        report(False, "an empty lease name is refused")
+    except ValueError:
+        report(True, "an empty lease name is refused")
+    try:
+        with pglease.hold(f"{CONNINFO} port=1", "py-unreachable"):
+            pass
+        report(False, "an unreachable server: psycopg.OperationalError")
+    except psycopg.OperationalError:
+        report(True, "an unreachable server: psycopg.OperationalError")
+
+
+def test_heartbeat():
+    name = PREFIX + "heartbeat"
+    with pglease.hold(CONNINFO, name, ttl=1) as lease:
+        time.sleep(3.5)
+        owner, token_text, state, _ = lease_row(name)
+        renewed = admin(
+            "SELECT clock_timestamp() - renewed_at < interval '0.5 s' FROM lease.leases WHERE name = %s", name
+        )[0]
+        report(
+            not lease.lost.is_set() and state == "held" and token_text == str(lease.token) and renewed,
+            "heartbeats keep a 1 s lease for 3.5 s under the same token",
+            f"lost: {lease.lost_reason}, state {state}, renewed recently: {renewed}",
+        )
+
+
+def test_revoked():
+    name = PREFIX + "revoked"
+    seen = []
+    with psycopg.connect(CONNINFO, autocommit=True) as conn:
+        try:
+            with pglease.hold(CONNINFO, name, ttl=1.5, on_lost=lambda l: seen.append(time.monotonic())) as lease:
+                admin("SELECT lease.lease_revoke(%s)", name)
+                revoked = time.monotonic()
+                lease.lost.wait(3)
+                try:
+                    with lease.transaction(conn):
+                        conn.execute("INSERT INTO client_log (lease_name, note) VALUES (%s, 'after revoke')", (name,))
+                    fenced = None
+                except pglease.FencedOff as error:
+                    fenced = error
+            report(False, "the with block raises LeaseLost after a loss")
+        except pglease.LeaseLost as error:
+            report(True, f"the with block raises LeaseLost after a loss ({error})")
+    took = seen[0] - revoked if seen else None
+    report(
+        took is not None and took <= 0.5 + 0.25,
+        f"a revoked lease is lost at the next heartbeat (on_lost after {took and round(took, 3)} s)",
+    )
+    written = admin("SELECT count(*) FROM client_log WHERE lease_name = %s", name)[0]
+    report(
+        isinstance(fenced, pglease.FencedOff) and isinstance(fenced, psycopg.DatabaseError) and fenced.sqlstate == "LF001"
+        and written == 0,
+        "a fenced transaction under the revoked token raises FencedOff (a psycopg.DatabaseError, sqlstate LF001) "
+        "from the fence itself: nothing written to a table without a fence trigger",
+        f"{fenced!r}, {written} rows",
+    )
+
+
+def test_fence():
+    name = PREFIX + "fence"
+    with pglease.hold(CONNINFO, name, ttl=5) as lease, psycopg.connect(CONNINFO) as conn:
+        with lease.transaction(conn):
+            conn.execute("INSERT INTO client_work (lease_name, note) VALUES (%s, 'fenced')", (name,))
+            conn.execute("UPDATE client_work SET note = 'updated' WHERE lease_name = %s", (name,))
+        row = admin("SELECT note, fence_token::text FROM client_work WHERE lease_name = %s", name)
+        report(
+            row == ("updated", str(lease.token)),
+            "lease.transaction(conn): INSERT and UPDATE pass the fence trigger; the row carries the token",
+            repr(row),
+        )
+        with lease.transaction(conn):
+            conn.execute("DELETE FROM client_work WHERE lease_name = %s", (name,))
+        count = admin("SELECT count(*) FROM client_work WHERE lease_name = %s", name)[0]
+        report(count == 0, "lease.transaction(conn): DELETE passes the fence trigger", f"{count} rows left")
+
+        conn.autocommit = True
+        try:
+            lease.fence(conn)
+            report(False, "fence() outside a transaction on an autocommit connection is refused")
+        except ValueError as error:
+            report("transaction" in str(error), "fence() outside a transaction on an autocommit connection is refused")
+        try:
+            conn.execute("SELECT lease.fenced_write(%s, %s)", (name, lease.token - 1))
+            report(False, "any statement failing with LF001 raises FencedOff")
+        except pglease.FencedOff as error:
+            report(error.sqlstate == "LF001", "any statement failing with LF001 raises FencedOff", error.sqlstate)
+
+
+def zombie_child(name):
+    """Holds the lease, waits for a line on stdin (the parent stops and
+    continues this process in between), then tries a fenced write."""
+    with psycopg.connect(CONNINFO) as conn:
+        try:
+            with pglease.hold(CONNINFO, name, owner="py-zombie", ttl=1) as lease:
+                print(lease.token, flush=True)
+                sys.stdin.readline()
+                try:
+                    with lease.transaction(conn):
+                        conn.execute("INSERT INTO client_work (lease_name, note) VALUES (%s, 'zombie')", (name,))
+                    print("written", flush=True)
+                except pglease.FencedOff as error:
+                    print("fenced", error.sqlstate, flush=True)
+                lease.lost.wait(2)
+        except pglease.LeaseLost:
+            print("lost", flush=True)
+
+
+def test_zombie():
+    name = PREFIX + "zombie"
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--zombie", name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        zombie_token = int(child.stdout.readline())
+        child.send_signal(signal.SIGSTOP)
+        time.sleep(1.3)
+        with pglease.hold(CONNINFO, name, owner="py-successor", ttl=5, wait=3) as successor:
+            child.send_signal(signal.SIGCONT)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            outcome = child.stdout.readline().strip()
+            ending = child.stdout.readline().strip()
+            child.wait(10)
+            written = admin("SELECT count(*) FROM client_work WHERE lease_name = %s", name)[0]
+            report(
+                outcome == "fenced LF001" and written == 0 and successor.token > zombie_token,
+                "a zombie stopped past its TTL: its fenced write after the takeover raises FencedOff, nothing written",
+                f"zombie said {outcome!r}, {written} rows written",
+            )
+            report(ending == "lost", "the zombie's helper reports the loss once it runs again", repr(ending))
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_outage():
+    name = PREFIX + "outage"
+    lost_at = []
+    try:
+        with pglease.hold(CONNINFO, name, ttl=4, on_lost=lambda l: lost_at.append(time.time())) as lease:
+            time.sleep(1.5)  # past the first heartbeat
+            subprocess.run(os.environ["CLIENTS_SERVER_STOP"], shell=True, check=True)
+            stopped = time.time()
+            lease.lost.wait(5)
+        report(False, "outage: the with block raises LeaseLost")
+    except pglease.LeaseLost:
+        report(True, "outage: the with block raises LeaseLost")
+    finally:
+        subprocess.run(os.environ["CLIENTS_SERVER_START"], shell=True, check=True)
+    expires = lease_row(name)[3]
+    margin = expires - lost_at[0] if lost_at else None
+    report(
+        margin is not None and margin >= 0.6 and lost_at[0] - stopped < 4,
+        f"the database stops: loss signalled {margin and round(margin * 1000)} ms before the lease expires on the server (grace 800 + TTL/10 400 expected, at least 600 required; TTL 4 s), "
+        f"{lost_at and round((lost_at[0] - stopped) * 1000)} ms after the outage began",
+    )
+
+
+def main():
+    tests = [
+        test_acquire_release_bigint,
+        test_release_on_exception,
+        test_not_acquired,
+        test_waiter_woken,
+        test_errors,
+        test_heartbeat,
+        test_fence,
+        test_revoked,
+        test_zombie,
+        test_outage,
+    ]
+    for test in tests:
+        try:
+            test()
+        except Exception as error:  # one broken test must not hide the others
+            report(False, f"{test.__name__} ran", f"{type(error).__name__}: {error}")
+    print("# end", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--zombie"]:
+        zombie_child(sys.argv[2])
+    else:
+        main()

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# test/clients/run.sh: the client helpers of clients/ (docs/clients.md) with
+# their real drivers against a throwaway cluster of its own (scripts/lib.sh;
+# port LEASE_TEST_PORT, default 54337; PgBouncer on LEASE_TEST_PORT + 1):
+#   python (psycopg 3)  directly, and again through PgBouncer in transaction mode
+#   go (pgx v4), node (pg), java (JDBC)
+# For each: the README's example, acquire, not acquired, a waiter woken by the
+# release, heartbeats past several TTLs, release on exit, bigint tokens above
+# 2^53 (the token sequence is set past 2^53 first),
+# fenced transactions (lease.set_fence_token), a revoke, a zombie stopped with
+# SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
+# database outage signalled as a loss before the lease could expire.
+#
+# Installs the Debian packages it needs, and the npm package pg into
+# clients/node/node_modules (npm install). Expects the extension installed (the
+# lease shared library and scripts). CLIENTS_LANGUAGES (default
+# "python pgbouncer go node java") picks the runs. Prints TAP-style lines and
+# "clients: P passed, F failed"; exits non-zero on any failure.
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+ROOT=$PWD
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54337}
+PGBOUNCER_PORT=$((LEASE_TEST_PORT + 1))
+LANGUAGES=${CLIENTS_LANGUAGES:-python pgbouncer go node java}
+PROGRAM_TIMEOUT=180
+
+start_seconds=$SECONDS
+fail_setup() {
+    echo "not ok 1 - $1"
+    [ -n "${2:-}" ] && sed 's/^/#   /' "$2"
+    echo "clients: 0 passed, 1 failed"
+    exit 1
+}
+
+packages=(python3-psycopg golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+ensure_packages "${packages[@]}" || fail_setup "could not install ${packages[*]}"
+
+[ -f "/usr/share/postgresql/$PG_MAJOR/extension/lease.control" ] || fail_setup "the lease extension is not installed (make install)"
+
+WORK=$(mktemp -d /tmp/lease-clients-test.XXXXXX)
+chmod 755 "$WORK"
+PGBOUNCER_PID_FILE=$WORK/pgbouncer/pgbouncer.pid
+cleanup() {
+    if [ -f "$PGBOUNCER_PID_FILE" ]; then
+        kill "$(cat "$PGBOUNCER_PID_FILE")" 2>/dev/null
+    fi
+    cluster_destroy
+    rm -rf "$WORK"
+}
+
+echo "# client helper tests on a throwaway cluster, port $LEASE_TEST_PORT: $LANGUAGES"
+cluster_start || fail_setup "could not start a cluster"
+trap cleanup EXIT
+
+# The server also listens on loopback TCP (JDBC has no Unix sockets). The test
+# programs stop it (an outage) and start it again with server.sh.
+cat >"$WORK/server.sh" <<EOF
+. '$ROOT/scripts/lib.sh'
+server_ctl() {
+    as_server_user "\$PGBIN/pg_ctl" -D '$CLUSTER_DIR/data' -l '$CLUSTER_DIR/server.log' -w \\
+        -o "-c listen_addresses=127.0.0.1 -k '$CLUSTER_DIR' -p $PGPORT" "\$@" >/dev/null
+}
+case \$1 in
+stop) server_ctl stop -m immediate ;;
+start) server_ctl start ;;
+esac
+EOF
+export CLIENTS_SERVER_STOP="bash $WORK/server.sh stop"
+export CLIENTS_SERVER_START="bash $WORK/server.sh start"
+{ cluster_restart_server stop && $CLIENTS_SERVER_START; } || fail_setup "could not restart the server on loopback TCP"
+
+
+psql -X -q -v ON_ERROR_STOP=1 >"$WORK/setup.log" 2>&1 <<'SQL' || fail_setup "setup failed" "$WORK/setup.log"
+CREATE EXTENSION lease;
+-- Tokens past 2^53, where a float64 (a JavaScript Number) cannot hold every integer.
+SELECT setval('lease.fencing_token_seq', 9007199254740993);
+CREATE TABLE client_work (
+    id          bigserial PRIMARY KEY,
+    lease_name  text NOT NULL,
+    note        text,
+    fence_token bigint
+);
+CREATE TRIGGER client_work_fence BEFORE INSERT OR UPDATE OR DELETE ON client_work
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}');
+-- No fence trigger: only the fence call itself can stop a stale write here.
+CREATE TABLE client_log (lease_name text NOT NULL, note text);
+-- The table of the READMEs' examples.
+CREATE TABLE invoices (id serial PRIMARY KEY, customer text, amount numeric, fence_token bigint);
+CREATE TRIGGER invoices_fence BEFORE INSERT OR UPDATE OR DELETE ON invoices
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('nightly-billing');
+SQL
+if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL")" != t ]; then
+    echo "# lease.set_fence_token(bigint) is not installed: the fenced-transaction checks will fail"
+fi
+
+export CLIENTS_ADMIN="host=$CLUSTER_DIR port=$PGPORT user=postgres dbname=postgres"
+
+start_pgbouncer() {
+    local dir=$WORK/pgbouncer
+    mkdir -p "$dir"
+    echo '"postgres" ""' >"$dir/userlist.txt"
+    cat >"$dir/pgbouncer.ini" <<EOF
+[databases]
+postgres = host=$CLUSTER_DIR port=$PGPORT dbname=postgres
+
+[pgbouncer]
+listen_addr =
+listen_port = $PGBOUNCER_PORT
+unix_socket_dir = $dir
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 20
+max_client_conn = 200
+server_login_retry = 1
+logfile = $dir/pgbouncer.log
+pidfile = $PGBOUNCER_PID_FILE
+EOF
+    [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
+    as_server_user pgbouncer -d -q "$dir/pgbouncer.ini" &&
+        wait_until 10 psql -X -q -h "$dir" -p "$PGBOUNCER_PORT" -c 'SELECT 1' -o /dev/null
+}
+
+# run_program LABEL COMMAND...: runs one language's test program, which prints
+# "ok - ..." and "not ok - ..." lines, "#" diagnostics and "# end" when it got
+# to the end; each line is counted here.
+run_program() {
+    local label=$1 line ended=1
+    shift
+    while IFS= read -r line; do
+        case $line in
+        "ok - "*) report 0 "$label: ${line#ok - }" ;;
+        "not ok - "*) report 1 "$label: ${line#not ok - }" ;;
+        "# end") ended=0 ;;
+        *) printf '%s\n' "$line" ;;
+        esac
+    done < <(timeout "$PROGRAM_TIMEOUT" "$@" 2>"$WORK/$label.err")
+    report $ended "$label: the test program ran to the end" "$(tail -n 30 "$WORK/$label.err")"
+}
+
+# extract_example README TAG: the first ```TAG block of README.
+extract_example() {
+    awk -v tag="$2" '$0 == "```" tag { inside = 1; next } inside && /^```/ { exit } inside' "$1"
+}
+
+# run_example LABEL COMMAND...: runs a README's example, which writes two
+# invoices under lease "nightly-billing" and releases it.
+run_example() {
+    local label=$1 before written
+    shift
+    before=$(psql -X -A -t -c 'SELECT coalesce(max(id), 0) FROM invoices')
+    timeout 60 "$@" >"$WORK/$label-example.out" 2>&1
+    local rc=$?
+    written=$(psql -X -A -t -c "SELECT count(*) FROM invoices i JOIN lease.leases l ON l.name = 'nightly-billing'
+                                 WHERE i.id > $before AND i.fence_token = l.token AND l.owner IS NULL")
+    [ "$rc" -eq 0 ] && [ "$written" = 2 ]
+    report $? "$label: the README's example runs: two fenced invoices under the lease's token, then released" \
+        "exit $rc, $written rows; output: $(cat "$WORK/$label-example.out")"
+}
+
+# python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
+python_tests() {
+    extract_example clients/python/README.md python >"$WORK/example.py"
+    DATABASE_URL=$1 PYTHONPATH=$ROOT/clients/python/src run_example "$3" /usr/bin/python3 "$WORK/example.py"
+    CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 PYTHONPATH=$ROOT/clients/python/src \
+        run_program "$3" /usr/bin/python3 test/clients/python_test.py
+}
+
+# Go builds offline in GOPATH mode against Debian's packaged modules
+# (/usr/share/gocode); module mode would need the module proxy.
+go_tests() {
+    local gopath=$WORK/gopath
+    mkdir -p "$gopath/src/pglease" "$gopath/src/clientstest" "$gopath/src/example"
+    cp clients/go/*.go "$gopath/src/pglease/"
+    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    extract_example clients/go/README.md go >"$gopath/src/example/main.go"
+    local gocache
+    gocache=$(go env GOCACHE 2>/dev/null)
+    export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= GOCACHE=${gocache:-$WORK/gocache}
+    if ! (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-example" example) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper, its tests and the README's example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+        return
+    fi
+    report 0 "go: the helper, its tests and the README's example build (go vet is clean)"
+    DATABASE_URL=$CLIENTS_ADMIN run_example go "$WORK/go-example"
+    CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
+}
+
+node_tests() {
+    if [ ! -d clients/node/node_modules/pg ] &&
+            ! (cd clients/node && npm install --no-audit --no-fund --no-package-lock) >"$WORK/npm.log" 2>&1; then
+        report 1 "node: npm installs pg" "$(cat "$WORK/npm.log")"
+        return
+    fi
+    # require('pglease') and require('pg') as an application would.
+    mkdir -p "$WORK/node_path"
+    ln -sfn "$ROOT/clients/node" "$WORK/node_path/pglease"
+    local url="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
+    extract_example clients/node/README.md js >"$WORK/example.js"
+    DATABASE_URL=$url NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules run_example node node "$WORK/example.js"
+    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=node- NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules \
+        run_program node node test/clients/node_test.js
+}
+
+java_tests() {
+    local jdbc=/usr/share/java/postgresql.jar classes=$WORK/java/classes
+    mkdir -p "$classes" "$WORK/java/example"
+    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
+    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$classes" clients/java/src/main/java/pglease/*.java &&
+            javac -cp "$classes:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
+            javac -cp "$classes:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java"; } >"$WORK/javac.log" 2>&1; then
+        report 1 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+        return
+    fi
+    report 0 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile"
+    local url="jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres"
+    DATABASE_URL=$url run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
+    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=java- run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
+}
+
+for language in $LANGUAGES; do
+    step_started=$SECONDS
+    case $language in
+    python)
+        python_tests "$CLIENTS_ADMIN" py- python
+        ;;
+    pgbouncer)
+        if start_pgbouncer; then
+            python_tests "host=$WORK/pgbouncer port=$PGBOUNCER_PORT user=postgres dbname=postgres" pgb-py- python-pgbouncer
+        else
+            report 1 "python-pgbouncer: PgBouncer starts" "$(cat "$WORK/pgbouncer/pgbouncer.log" 2>/dev/null)"
+        fi
+        ;;
+    go)
+        go_tests
+        ;;
+    node)
+        node_tests
+        ;;
+    java)
+        java_tests
+        ;;
+    *)
+        report 1 "unknown language $language in CLIENTS_LANGUAGES"
+        ;;
+    esac
+    echo "# $language: $((SECONDS - step_started)) s"
+done
+
+echo "# $((SECONDS - start_seconds)) s"
+report_summary clients
