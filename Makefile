@@ -69,7 +69,7 @@ $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/
 
 # The chaos harness and the fuzzer: libpq clients that test/chaos/run.sh and
 # test/fuzz/run.sh (and test/sanitize/run.sh) build and run.
-TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz
+TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet
 TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra $(WERROR) -isystem $(libpq_srcdir)
 EXTRA_CLEAN += $(TEST_PROGRAMS)
 $(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp

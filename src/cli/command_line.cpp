@@ -16,6 +16,9 @@ Usage:
   pg_lease revoke NAME [--json]
   pg_lease status NAME [--json]
   pg_lease list [--json]
+  pg_lease pool put POOL NAME [--state JSON] [--json]
+  pg_lease pool remove POOL NAME [--json]
+  pg_lease pool status POOL [--json]
 
 Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
