@@ -6,7 +6,7 @@
 // head's lock, so this needs no shared memory of our own.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 
