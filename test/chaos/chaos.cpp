@@ -1268,7 +1268,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                      rows_text(c, "SELECT lease_name, count(*), count(DISTINCT pos), max(pos)"
                                   " FROM public.chaos_changes GROUP BY 1"));
     }
-    // 2. The tokens changes proved themselves with never decrease in commit order.
+    // 2. The tokens that proved the changes never decrease in commit order.
     {
         const std::string q =
             "SELECT lease_name, pos, path, proof, prev FROM ("
