@@ -13,7 +13,9 @@
 // keys' actions (ON UPDATE CASCADE, ON DELETE CASCADE, SET NULL, SET DEFAULT)
 // rewrite or delete the parent's fenced child rows. Transactions that need
 // it set lease.fence_token (SET LOCAL, set_config, or lease.set_fence_token
-// where the installed build has it).
+// where the installed build has it). --setup gives each lease three anchor
+// parents with children, written under a grant of its own, that live holders
+// leave alone, so that zombies always find foreign-key actions to try.
 //
 // Each grant is a "job" of random length that ends in one of four ways: a
 // release; a walk-away (the worker stops heartbeating, as a crashed worker
@@ -164,8 +166,8 @@ constexpr size_t n_honest_paths = std::size(honest_paths);
 // each in its own transaction, with its expired token. Each must fail with
 // LF001, or change no fenced row at all (a parent is not fenced: changing
 // one that has no children is allowed). Parent statements pick the lease's
-// newest parent that has children of that foreign key (fk: its column in
-// chaos_child; nullptr: any).
+// newest parent that has children through that foreign key (fk: its column
+// in chaos_child; nullptr: any); the setup's anchor parents always have some.
 struct ZombiePath {
     const char* name;
     Stmt stmt;
@@ -377,7 +379,7 @@ private:
         const char* name;
         Stmt stmt;
         bool token_in_row;
-        const char* fk;   // zombies' parent statements: see zombie_paths
+        const char* fk;   // parent statements: see parent_to_change
         int honest_path;  // index into honest_paths; -1 for zombies
     };
 
@@ -501,17 +503,15 @@ private:
         }
     }
 
-    // The parent a parent UPDATE or DELETE changes ($1: the lease): for a
-    // live holder, one of the lease's 8 newest; for a zombie, the newest one
-    // that has children (through foreign key fk, or any).
+    // The parent a parent UPDATE or DELETE changes ($1: the lease): the
+    // lease's newest that has children through foreign key fk (a column of
+    // chaos_child; nullptr: any). Live holders leave the anchors alone.
     static std::string parent_to_change(bool zombie, const char* fk)
     {
-        if (!zombie)
-            return "SELECT id FROM (SELECT id FROM public.chaos_parent WHERE lease_name = $1::text"
-                   " ORDER BY id DESC LIMIT 8) newest ORDER BY pg_catalog.random() LIMIT 1";
         const std::string children =
             fk ? "c." + std::string(fk) + " = p.key" : "c.p_cascade = p.key OR c.p_null = p.key OR c.p_default = p.key";
-        return "SELECT p.id FROM public.chaos_parent p WHERE p.lease_name = $1::text"
+        return "SELECT p.id FROM public.chaos_parent p WHERE p.lease_name = $1::text" +
+               std::string(zombie ? "" : " AND NOT p.anchor") +
                " AND EXISTS (SELECT FROM public.chaos_child c WHERE " + children + ") ORDER BY p.id DESC LIMIT 1";
     }
 
@@ -914,13 +914,15 @@ CREATE INDEX ON public.chaos_ledger (lease_name, id);
 
 -- Not fenced. Each parent belongs to a lease, and its children (of that
 -- lease) reference it through the foreign key of its kind (fk). Key 0 is the
--- default of p_default; it belongs to no lease and never changes.
+-- default of p_default; it belongs to no lease and never changes. Anchors
+-- (see seed_anchors) are never changed by live holders.
 CREATE SEQUENCE public.chaos_parent_key;
 CREATE TABLE public.chaos_parent (
     id         bigserial PRIMARY KEY,
     key        bigint NOT NULL UNIQUE DEFAULT pg_catalog.nextval('public.chaos_parent_key'),
     lease_name text   NOT NULL,
-    fk         text   NOT NULL CHECK (fk IN ('cascade', 'set null', 'set default'))
+    fk         text   NOT NULL CHECK (fk IN ('cascade', 'set null', 'set default')),
+    anchor     bool   NOT NULL DEFAULT false
 );
 CREATE INDEX ON public.chaos_parent (lease_name, id);
 INSERT INTO public.chaos_parent (key, lease_name, fk) VALUES (0, 'chaos:none', 'set default');
@@ -1057,6 +1059,37 @@ CREATE TRIGGER b_order BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_child
 CREATE TRIGGER chaos_record AFTER INSERT OR UPDATE ON lease.leases
     FOR EACH ROW EXECUTE FUNCTION public.chaos_record_lease();
 )SQL";
+
+// Gives a lease three anchor parents, one of each kind, with two children
+// each, written under a grant of the setup's own that it releases before the
+// workers start. Live holders never change anchors, so a zombie always finds
+// a parent whose foreign-key actions reach fenced rows, even in a short run.
+// Returns an error message, empty on success.
+std::string seed_anchors(Connection& c, int lease_index)
+{
+    const std::string lease = pqtest::quote_literal(lease_name(lease_index));
+    const Outcome acquired = c.execute("SELECT lease.lease_acquire(" + lease + ", 'chaos-setup', '1 minute')");
+    if (!acquired.ok() || !acquired.get())
+        return "cannot acquire " + lease + " for the anchors: " + acquired.message();
+    const std::string token = *acquired.get();
+    const Outcome o = c.execute(
+        "BEGIN;"
+        "SELECT pg_catalog.set_config('chaos.txn', 'setup', true), pg_catalog.set_config('chaos.token', '" + token +
+        "', true);"
+        "INSERT INTO public.chaos_parent (lease_name, fk, anchor)"
+        " VALUES (" + lease + ", 'cascade', true), (" + lease + ", 'set null', true), (" + lease +
+        ", 'set default', true);"
+        "INSERT INTO public.chaos_child (lease_name, token, worker, seq, p_cascade, p_null, p_default)"
+        " SELECT " + lease + ", " + token + ", 0, " + std::to_string(lease_index * 6) + " + row_number() OVER (),"
+        "        CASE p.fk WHEN 'cascade' THEN p.key END, CASE p.fk WHEN 'set null' THEN p.key END,"
+        "        CASE p.fk WHEN 'set default' THEN p.key ELSE 0 END"
+        "   FROM public.chaos_parent p, generate_series(1, 2) WHERE p.lease_name = " + lease + " AND p.anchor;"
+        "COMMIT;"
+        "SELECT lease.lease_release(" + lease + ", " + token + ")");
+    if (!o.ok() || o.get() != std::optional<std::string>("t"))
+        return "cannot write the anchors of " + lease + ": " + o.message();
+    return "";
+}
 
 // ---------------------------------------------------------------------------
 // The checker.
@@ -1604,6 +1637,13 @@ int main(int argc, char** argv)
             for (int i = 0; i < options.leases; ++i)
                 rows += std::string(i ? "," : "") + "('" + lease_name(i) + "')";
             setup.execute("INSERT INTO public.chaos_order (lease_name) VALUES " + rows + " ON CONFLICT DO NOTHING");
+            for (int i = 0; i < options.leases && options.setup; ++i) {
+                const std::string error = seed_anchors(setup, i);
+                if (!error.empty()) {
+                    std::cout << "not ok 1 - setup: " << error << "\nchaos: 0 passed, 1 failed\n";
+                    return 1;
+                }
+            }
             const Outcome build = setup.execute(
                 "SELECT extversion, pg_catalog.to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL"
                 "  FROM pg_catalog.pg_extension WHERE extname = 'lease'");
