@@ -36,13 +36,6 @@ if [ "${1:-}" = "--long" ]; then
     ARGS=(--workers 16 --leases 4 --seconds 600 --restarts 10)
 fi
 
-WORK=$(mktemp -d /tmp/lease-chaos.XXXXXX)
-chmod 755 "$WORK"
-cleanup() {
-    cluster_destroy
-    rm -rf "$WORK"
-}
-
 echo "# building the chaos harness"
 if ! make -s test/chaos/chaos PG_CONFIG="$PGBIN/pg_config"; then
     echo "chaos: 0 passed, 1 failed"
@@ -50,6 +43,12 @@ if ! make -s test/chaos/chaos PG_CONFIG="$PGBIN/pg_config"; then
 fi
 
 cluster_start || { echo "chaos: 0 passed, 1 failed"; exit 1; }
+WORK=$(mktemp -d /tmp/lease-chaos.XXXXXX)
+chmod 755 "$WORK"
+cleanup() {
+    cluster_destroy
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 # The harness stops the server with an immediate shutdown and starts it again
