@@ -4,6 +4,7 @@
 #include "exit_codes.hpp"
 #include "pg.hpp"
 #include "supervisor.hpp"
+#include "watch.hpp"
 
 #include <unistd.h>
 
@@ -45,7 +46,11 @@ int main(int argc, char** argv)
         options.owner = default_owner(options.command == Command::run ? getpid() : getppid());
 
     try {
-        return options.command == Command::run ? run_under_lease(options) : run_one_shot_command(options);
+        if (options.command == Command::run)
+            return run_under_lease(options);
+        if (options.command == Command::watch)
+            return watch_events(options);
+        return run_one_shot_command(options);
     } catch (const Failure& failure) {
         std::cerr << "pg_lease: " << failure.what() << "\n";
         return failure.exit_code;
