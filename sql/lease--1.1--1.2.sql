@@ -176,13 +176,13 @@ COMMENT ON FUNCTION lease.prune_history() IS
 
 -- Counters: sequences, because they count what rolls back too (a rejected
 -- fenced write) and no row is shared by every grant.
-CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_denials AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_waits AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_takeovers AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_releases AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_revokes AS bigint MINVALUE 0 START 0 NO CYCLE;
-CREATE SEQUENCE lease.stat_fence_rejections AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_denials AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_waits AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_takeovers AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_releases AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_revokes AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_fence_rejections AS bigint MINVALUE 1 START 1 NO CYCLE;
 
 CREATE VIEW lease.stats AS
 SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants,

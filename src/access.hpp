@@ -2,7 +2,7 @@
 // belongs to the role that took it, and prefix rules confine names to roles.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

@@ -83,8 +83,24 @@ Interval* duration_interval(int64 microseconds)
 
 int64 interval_setting(const char* name, const char* value)
 {
-    const Interval* interval = DatumGetIntervalP(
-        DirectFunctionCall3(interval_in, CStringGetDatum(value), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+    // interval_in only parses and allocates, so its error can be caught here
+    // and reported as what it is: a bad setting.
+    const MemoryContext caller_context = CurrentMemoryContext;
+    Interval* volatile interval = nullptr;
+    PG_TRY();
+    {
+        interval = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(value),
+                                                         ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        FlushErrorState();
+    }
+    PG_END_TRY();
+    if (interval == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("%s must be a non-negative interval, not \"%s\"", name, value)));
     const std::optional<std::int64_t> microseconds = interval_microseconds(interval->month, interval->day, interval->time);
     if (!microseconds || *microseconds < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

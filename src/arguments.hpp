@@ -2,7 +2,7 @@
 // SQLSTATE the contract names, raised before any lease state is touched.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

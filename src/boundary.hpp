@@ -3,7 +3,7 @@
 // PostgreSQL reports errors with longjmp; C++ with exceptions. Neither may
 // cross the other:
 //  * A longjmp must never skip a live C++ object with a non-trivial destructor.
-//    So the PostgreSQL-facing code (everything that includes pg.hpp) holds only
+//    So the PostgreSQL-facing code (everything that includes postgres_headers.hpp) holds only
 //    trivially destructible values -- plain structs, pointers, std::string_view,
 //    std::optional of those -- across any call that may ereport(ERROR), and
 //    memory comes from palloc in PostgreSQL's memory contexts.
@@ -15,7 +15,7 @@
 // A longjmp out of guarded()'s try block is fine: it owns nothing to destroy.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 #include <cstring>
 #include <exception>

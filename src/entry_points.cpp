@@ -149,8 +149,12 @@ Datum heartbeat(FunctionCallInfo fcinfo)
     const TimestampTz now = GetCurrentTimestamp();
     const TimestampTz explicit_expires_at = ttl_argument != nullptr ? lease::expiry_after(now, ttl) : 0;
     if (lease::store_heartbeat(name, token, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr,
-                               GetUserId(), lease::caller_is_admin()))
+                               GetUserId(), lease::caller_is_admin())) {
+        // A one-off ttl may bring the expiry forward: the first waiter re-reads it.
+        if (ttl_argument != nullptr)
+            lease::wake_waiters_at_commit(name);
         PG_RETURN_BOOL(true);
+    }
     // Not extended: a live grant of another role is 42501, and a session
     // lease, which lives by its session's keepalive, answers whether it is live.
     bool session_lease;
@@ -316,8 +320,14 @@ Datum session_keepalive(FunctionCallInfo fcinfo)
     if (!lease::session_live(session, state, now))
         PG_RETURN_BOOL(false);
     lease::require_acting_for_session(state.role, session);
-    PG_RETURN_BOOL(
-        lease::store_session_keepalive(session, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr));
+    const bool kept = lease::store_session_keepalive(session, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr);
+    // A one-off ttl may bring the session's expiry forward: its leases' first waiters re-read it.
+    if (kept && ttl_argument != nullptr) {
+        LOCKTAG watchers;
+        lease::set_session_watch_locktag(&watchers, session);
+        lease::wake_holders_at_commit(&watchers);
+    }
+    PG_RETURN_BOOL(kept);
 }
 
 Datum session_close(FunctionCallInfo fcinfo)
@@ -338,8 +348,13 @@ Datum session_close(FunctionCallInfo fcinfo)
     const lease::ReleasedLease* released = lease::store_session_close(session, now, &count, &closed);
     if (!closed)
         PG_RETURN_INT32(0);
-    for (int i = 0; i < count; ++i)
+    for (int i = 0; i < count; ++i) {
+        // The leases of a session that had already ended expired with it.
+        if (!was_live)
+            lease::record_event(lease::Event::expired, released[i].name, released[i].token, state.owner, session,
+                                state.role);
         lease::wake_waiters_at_commit(released[i].name);
+    }
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);

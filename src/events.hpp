@@ -3,7 +3,7 @@
 // both part of the transaction that makes the change.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

@@ -1,7 +1,7 @@
 // The fence: the check behind lease.fenced_write and lease.fence_trigger.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

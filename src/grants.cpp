@@ -18,7 +18,7 @@ struct Attempt {
     int64 token;
     bool holder_live;          // a live grant stands in the way (else: it is ending)
     TimestampTz holder_expiry; // when it ends unless renewed
-    int64 bound_session;       // its session's backend must live for it
+    int64 holder_session;      // the session it lives by (0 for a plain lease)
 };
 
 bool same_text(const text* a, const text* b)
@@ -60,7 +60,9 @@ Attempt try_grant(const GrantRequest& request, bool at_head_of_line)
     const TimestampTz now = GetCurrentTimestamp();
     require_live_session(request.session, now);
     const LeaseState lease = read_latest(request.name);
-    const bool live = grant_live(lease, now, &attempt.holder_expiry, &attempt.bound_session);
+    int64 bound_session;
+    const bool live = grant_live(lease, now, &attempt.holder_expiry, &bound_session);
+    attempt.holder_session = lease.owner != nullptr ? lease.session : 0;
     attempt.holder_live = live;
     if (!locked)
         return attempt;
@@ -133,7 +135,7 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
     // procedure keeps its place across the commits between its checks.
     LOCKTAG line;
     set_queue_locktag(&line, request.name);
-    if (!lock_until(&line, ExclusiveLock, true, deadline, lock_deadline)) {
+    if (!lock_until(&line, ExclusiveLock, deadline, lock_deadline)) {
         count_event(Counter::denials);
         return false;
     }
@@ -158,20 +160,20 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
                 // (or are releasing it) still hold the fence lock: wait for them.
                 LOCKTAG fence;
                 set_fence_locktag(&fence, request.name);
-                if (lock_until(&fence, ExclusiveLock, false, deadline, lock_deadline))
-                    LockRelease(&fence, ExclusiveLock, false);
+                (void) wait_until_free(&fence, ExclusiveLock, deadline, lock_deadline);
                 continue;
             }
             if (nonatomic)
                 commit_before_waiting();
-            // Watch a bound session's backend: it wakes its watchers as it exits.
+            // Watch the holder's session: a keepalive with a shorter ttl, and
+            // a bound session's backend as it exits, wake the session's watchers.
             LOCKTAG watch;
-            if (attempt.bound_session != 0) {
-                set_session_watch_locktag(&watch, attempt.bound_session);
+            if (attempt.holder_session != 0) {
+                set_session_watch_locktag(&watch, attempt.holder_session);
                 (void) LockAcquire(&watch, ShareLock, false, true);
             }
             sleep_until(attempt.holder_expiry < deadline ? attempt.holder_expiry : deadline, lock_deadline);
-            if (attempt.bound_session != 0)
+            if (attempt.holder_session != 0)
                 LockRelease(&watch, ShareLock, false);
         }
     }

@@ -4,7 +4,7 @@
 // failing the key commits with those writes.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

@@ -1,9 +1,9 @@
 // Lease state in the extension's tables, and the locks that order changes of
 // it. Every query here is fixed, schema-qualified, and runs as the owner of
-// lease.leases. PostgreSQL-facing: include after pg.hpp.
+// lease.leases. PostgreSQL-facing.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

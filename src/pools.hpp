@@ -3,7 +3,7 @@
 // progress stored under its token.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 

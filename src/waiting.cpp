@@ -56,6 +56,13 @@ bool waiters_queued(const text* name)
 
 void wake_waiters_at_commit(const text* name)
 {
+    LOCKTAG tag;
+    set_queue_locktag(&tag, name);
+    wake_holders_at_commit(&tag);
+}
+
+void wake_holders_at_commit(const LOCKTAG* tag)
+{
     if (pending_wakeups.count == pending_wakeups.capacity) {
         const int capacity = std::max(8, pending_wakeups.capacity * 2);
         LOCKTAG* tags = static_cast<LOCKTAG*>(MemoryContextAlloc(TopTransactionContext, sizeof(LOCKTAG) * capacity));
@@ -64,7 +71,7 @@ void wake_waiters_at_commit(const text* name)
         pending_wakeups.tags = tags;
         pending_wakeups.capacity = capacity;
     }
-    set_queue_locktag(&pending_wakeups.tags[pending_wakeups.count++], name);
+    pending_wakeups.tags[pending_wakeups.count++] = *tag;
 }
 
 void wake_lock_holders(const LOCKTAG* tag)
@@ -87,7 +94,7 @@ namespace {
 // The lock manager's own wait, with lock_timeout's timer set to timeout_ms:
 // false when that ran out. The error is caught in a subtransaction, as
 // PL/pgSQL catches errors; every other error goes on.
-bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, int timeout_ms)
+bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool keep, int timeout_ms)
 {
     const int saved_lock_timeout = LockTimeout;
     const MemoryContext caller_context = CurrentMemoryContext;
@@ -101,6 +108,10 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, int tim
         LockTimeout = timeout_ms;
         (void) LockAcquire(tag, mode, session_lock, false);
         LockTimeout = saved_lock_timeout;
+        // A transaction-level lock taken here would pass to the enclosing
+        // transaction's resource owner, not the caller's: let go of it here.
+        if (!keep)
+            LockRelease(tag, mode, session_lock);
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(caller_context);
         CurrentResourceOwner = caller_owner;
@@ -125,21 +136,39 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, int tim
 
 }  // namespace
 
-bool lock_until(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, TimestampTz deadline, TimestampTz lock_deadline)
+namespace {
+
+bool take_until(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool keep, TimestampTz deadline,
+                TimestampTz lock_deadline)
 {
-    if (LockAcquire(tag, mode, session_lock, true) != LOCKACQUIRE_NOT_AVAIL)
+    if (LockAcquire(tag, mode, session_lock, true) != LOCKACQUIRE_NOT_AVAIL) {
+        if (!keep)
+            LockRelease(tag, mode, session_lock);
         return true;
+    }
     const TimestampTz now = GetCurrentTimestamp();
     // The caller's lock_timeout ends the whole wait when it comes first.
     const bool lock_timeout_first = lock_deadline != 0 && lock_deadline <= deadline;
     const TimestampTz until = lock_timeout_first ? lock_deadline : deadline;
-    if (now >= until || !wait_for_lock(tag, mode, session_lock,
+    if (now >= until || !wait_for_lock(tag, mode, session_lock, keep,
                                        static_cast<int>(std::max<long>(milliseconds_until(until, now), 1)))) {
         if (lock_timeout_first)
             report_lock_timeout();
         return false;
     }
     return true;
+}
+
+}  // namespace
+
+bool lock_until(const LOCKTAG* tag, LOCKMODE mode, TimestampTz deadline, TimestampTz lock_deadline)
+{
+    return take_until(tag, mode, true, true, deadline, lock_deadline);
+}
+
+bool wait_until_free(const LOCKTAG* tag, LOCKMODE mode, TimestampTz deadline, TimestampTz lock_deadline)
+{
+    return take_until(tag, mode, false, false, deadline, lock_deadline);
 }
 
 void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline)

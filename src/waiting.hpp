@@ -6,7 +6,7 @@
 // head's lock, so this needs no shared memory of our own.
 #pragma once
 
-#include "pg.hpp"
+#include "postgres_headers.hpp"
 
 namespace lease {
 
@@ -16,15 +16,21 @@ bool waiters_queued(const text* name);
 // Wakes the head of this name's line when the current transaction commits.
 void wake_waiters_at_commit(const text* name);
 
+// Wakes every backend holding this lock when the current transaction commits.
+void wake_holders_at_commit(const LOCKTAG* tag);
+
 // Sets the latch of every backend holding this lock, at once.
 void wake_lock_holders(const LOCKTAG* tag);
 
-// Locks tag in mode (session-level or until the transaction ends), waiting no
-// later than deadline: false when the deadline came first. lock_deadline, when
-// set, is where lock_timeout ends the whole wait with 55P03; cancel and
-// statement_timeout end it with 57014, as for any lock.
-bool lock_until(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, TimestampTz deadline,
-                TimestampTz lock_deadline);
+// Takes a session-level lock, waiting no later than deadline: false when
+// the deadline came first. lock_deadline, when set, is where lock_timeout
+// ends the whole wait with 55P03; cancel and statement_timeout end it with
+// 57014, as for any lock.
+bool lock_until(const LOCKTAG* tag, LOCKMODE mode, TimestampTz deadline, TimestampTz lock_deadline);
+
+// Waits, as lock_until does, until the lock could be taken in mode, and
+// keeps nothing.
+bool wait_until_free(const LOCKTAG* tag, LOCKMODE mode, TimestampTz deadline, TimestampTz lock_deadline);
 
 // Sleeps on this backend's latch until wake_at, a wake-up or an interrupt;
 // 55P03 once lock_deadline (if set) has passed.

@@ -1,7 +1,7 @@
-// The database connection of `pg_lease run`: libpq driven non-blocking from the
-// event loop, so that every call ends by its deadline while signals keep being
-// handled. A broken or abandoned connection is dropped and the next call
-// connects again.
+// The database connection of `pg_lease run`, `watch` and a waiting `acquire`:
+// libpq driven non-blocking from the event loop, so that every call ends by its
+// deadline while signals keep being handled. A broken or abandoned connection
+// is dropped and the next call connects again.
 #pragma once
 
 #include "event_loop.hpp"
@@ -16,30 +16,66 @@ namespace pg_lease {
 struct CallResult {
     enum class Status { ok, sql_error, connection_error, timed_out, interrupted };
     Status status;
-    std::optional<std::string> value;  // the first column of the first row, when ok
+    std::optional<std::string> value;  // when ok: the first column of the one row, nullopt for none or NULL
     std::string message;               // when not ok
 
     bool ok() const { return status == Status::ok; }
 };
 
+// What a call does when `interrupted` says true while it waits for the server.
+enum class OnInterrupt {
+    abandon,  // drop the connection at once (the server may go on with the call)
+    // Ask the server to cancel the call (PQcancel) and wait up to 5 s more for
+    // its outcome: an error, or what the call did before the cancel arrived.
+    cancel,
+};
+
 class AsyncSession {
 public:
-    // `interrupted` is asked after every wait: when it says true, the call in
-    // flight is abandoned.
+    // `interrupted` is asked after every wait in a call.
     AsyncSession(std::string conninfo, EventLoop& loop, std::function<bool()> interrupted);
 
-    CallResult call(const char* sql, const std::vector<Param>& params, BootTime deadline);
+    // One statement with parameters $1, $2, ... (the extended query protocol).
+    CallResult call(const char* sql, const std::vector<Param>& params, BootTime deadline,
+                    OnInterrupt on_interrupt = OnInterrupt::abandon);
+
+    // One CALL of a procedure that commits between its steps, such as
+    // lease.acquire_wait: sent as a simple query with the parameters written in
+    // as literals, because PostgreSQL runs such a CALL without holding a
+    // snapshot only from a simple query.
+    CallResult call_procedure(const char* sql, const std::vector<Param>& params, BootTime deadline,
+                              OnInterrupt on_interrupt = OnInterrupt::abandon);
+
+    // Between calls: waits until the deadline (none: no limit), a signal or
+    // input on the idle connection, reading what arrives (notifications,
+    // notices). connection_error when the connection broke (it is dropped);
+    // otherwise ok. Without a connection it just waits.
+    CallResult idle(std::optional<BootTime> deadline);
+
+    // The payloads of the notifications received so far, oldest first.
+    std::vector<std::string> take_notifications();
 
 private:
     // Nothing when the wait ended because the socket is ready; otherwise why it ended.
     std::optional<CallResult> wait_for_socket(short events, BootTime deadline);
     std::optional<CallResult> connect(BootTime deadline);
+    // Connects if needed; nothing when ready to send.
+    std::optional<CallResult> begin_call(BootTime deadline);
+    // After sending: flushes and reads the results.
+    CallResult finish_call(BootTime deadline, OnInterrupt on_interrupt);
+    bool send_cancel();
+    void collect_notifications();
     CallResult drop_connection(CallResult::Status status, std::string message);
 
     std::string conninfo_;
     EventLoop& loop_;
     std::function<bool()> interrupted_;
     Connection conn_;
+    // For the call in flight: how to take an interruption, and, once it has
+    // been cancelled, how long to wait for its outcome.
+    OnInterrupt on_interrupt_ = OnInterrupt::abandon;
+    std::optional<BootTime> cancel_deadline_;
+    std::vector<std::string> notifications_;
 };
 
 }  // namespace pg_lease

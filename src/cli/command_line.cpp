@@ -9,13 +9,15 @@ namespace pg_lease {
 const char* const usage_text = R"(pg_lease: leases, fencing tokens and fenced writes from the shell (the lease extension).
 
 Usage:
-  pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--] COMMAND [ARGS...]
+  pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--bind] [--] COMMAND [ARGS...]
   pg_lease acquire NAME [--ttl 20s] [--wait 0] [--owner ID] [--json]
   pg_lease heartbeat NAME TOKEN [--ttl DURATION] [--json]
   pg_lease release NAME TOKEN [--json]
   pg_lease revoke NAME [--json]
   pg_lease status NAME [--json]
   pg_lease list [--json]
+  pg_lease watch [PREFIX] [--json]
+  pg_lease history NAME [--limit N] [--json]
   pg_lease pool put POOL NAME [--state JSON] [--json]
   pg_lease pool remove POOL NAME [--json]
   pg_lease pool status POOL [--json]
@@ -24,7 +26,8 @@ Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
 Durations: 500ms, 20s, 2m, 1h, 1d or sums like 1m30s.
 Exit codes: 0 success, 1 error, 64 usage, 69 connection failed, 75 not acquired,
-79 lease lost; run exits with COMMAND's status (128+N if killed by signal N).
+79 lease lost; run exits with COMMAND's status (128+N if killed by signal N);
+watch runs until SIGINT or SIGTERM and then exits 0.
 See docs/cli.md.
 )";
 
@@ -37,6 +40,8 @@ enum OptionFlag : unsigned {
     owner_flag = 8,
     grace_flag = 16,
     json_flag = 32,
+    bind_flag = 64,
+    limit_flag = 128,
 };
 
 struct CommandSpec {
@@ -44,18 +49,21 @@ struct CommandSpec {
     Command command;
     std::vector<const char*> positionals;
     unsigned options;
+    bool positionals_optional = false;
 };
 
 const std::vector<CommandSpec>& command_specs()
 {
     static const std::vector<CommandSpec> specs = {
-        {"run", Command::run, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag},
+        {"run", Command::run, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag | bind_flag},
         {"acquire", Command::acquire, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | json_flag},
         {"heartbeat", Command::heartbeat, {"NAME", "TOKEN"}, dbname_flag | ttl_flag | json_flag},
         {"release", Command::release, {"NAME", "TOKEN"}, dbname_flag | json_flag},
         {"revoke", Command::revoke, {"NAME"}, dbname_flag | json_flag},
         {"status", Command::status, {"NAME"}, dbname_flag | json_flag},
         {"list", Command::list, {}, dbname_flag | json_flag},
+        {"watch", Command::watch, {"PREFIX"}, dbname_flag | json_flag, true},
+        {"history", Command::history, {"NAME"}, dbname_flag | limit_flag | json_flag},
         {"help", Command::help, {}, 0},
     };
     return specs;
@@ -70,6 +78,7 @@ struct OptionSpec {
 const OptionSpec option_specs[] = {
     {"--dbname", dbname_flag, true}, {"--ttl", ttl_flag, true},     {"--wait", wait_flag, true},
     {"--owner", owner_flag, true},   {"--grace", grace_flag, true}, {"--json", json_flag, false},
+    {"--bind", bind_flag, false},    {"--limit", limit_flag, true},
 };
 
 Milliseconds duration_option(const std::string& option, const std::string& value)
@@ -106,6 +115,14 @@ void set_option(Options& options, const OptionSpec& spec, const std::string& val
         break;
     case json_flag:
         options.json = true;
+        break;
+    case bind_flag:
+        options.bind = true;
+        break;
+    case limit_flag:
+        options.limit = parse_positive_integer(value);
+        if (!options.limit)
+            throw UsageError("invalid --limit \"" + value + "\" (expected a positive integer)");
         break;
     }
 }
@@ -208,11 +225,15 @@ Options parse_command_line(const std::vector<std::string>& args)
     for (const OptionSpec& spec : option_specs)
         if ((options_seen & spec.flag) && !(command->options & spec.flag))
             throw UsageError(std::string(spec.long_name) + " does not apply to " + command->name);
-    if (positionals.size() < command->positionals.size())
+    if (positionals.size() < command->positionals.size() && !command->positionals_optional)
         throw UsageError(std::string(command->name) + " needs " + join(command->positionals, " and "));
 
-    if (!positionals.empty())
+    if (options.command == Command::watch) {
+        if (!positionals.empty())
+            options.prefix = positionals[0];
+    } else if (!positionals.empty()) {
         options.name = positionals[0];
+    }
     if (command->positionals.size() == 2) {
         const auto token = parse_positive_integer(positionals[1]);
         if (!token)

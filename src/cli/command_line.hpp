@@ -12,7 +12,7 @@
 
 namespace pg_lease {
 
-enum class Command { run, acquire, heartbeat, release, revoke, status, list, help, version };
+enum class Command { run, acquire, heartbeat, release, revoke, status, list, watch, history, help, version };
 
 struct Options {
     Command command = Command::help;
@@ -23,6 +23,9 @@ struct Options {
     Milliseconds wait{0};                   // run, acquire
     std::optional<Milliseconds> grace;      // run
     std::optional<std::string> owner;       // run, acquire
+    bool bind = false;                      // run: hold the lease in a connection-bound session
+    std::optional<std::string> prefix;      // watch: only names that start with it
+    std::optional<std::int64_t> limit;      // history: only the newest this many
     bool json = false;
     std::vector<std::string> command_line;  // run
 };

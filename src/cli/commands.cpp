@@ -1,16 +1,14 @@
 #include "commands.hpp"
 
+#include "async_session.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
+#include "lease_history.hpp"
 #include "lease_status.hpp"
 #include "pg.hpp"
 #include "queries.hpp"
-#include "timing.hpp"
 
-#include <algorithm>
-#include <chrono>
 #include <iostream>
-#include <thread>
 
 namespace pg_lease {
 
@@ -45,17 +43,35 @@ std::string quoted(const std::string& name)
     return "\"" + name + "\"";
 }
 
-int acquire(PGconn* conn, const Options& options)
+// Waits on the server (lease.acquire_wait), from the event loop: SIGINT,
+// SIGTERM and SIGHUP cancel the wait, and a lease granted before the cancel
+// arrived is released.
+int acquire(const Options& options)
 {
     const Milliseconds ttl = options.ttl.value_or(default_ttl);
-    const auto give_up_at = std::chrono::steady_clock::now() + options.wait;
-    std::optional<std::string> token;
-    while (!(token = single_value(conn, sql::acquire, {options.name, options.owner, interval_literal(ttl)}))) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= give_up_at)
-            break;
-        std::this_thread::sleep_until(std::min(now + acquire_poll_interval(ttl), give_up_at));
+    int stop_signal = 0;
+    bool releasing = false;
+    EventLoop loop(stop_on_signal(&stop_signal));
+    AsyncSession database(options.conninfo, loop, [&] { return stop_signal != 0 && !releasing; });
+    // Like the other one-shot commands, it waits for the server as long as it takes.
+    const BootTime no_deadline = BootTime::max();
+    const CallResult result =
+        options.wait == Milliseconds(0)
+            ? database.call(sql::acquire, {options.name, options.owner, interval_literal(ttl)}, no_deadline,
+                            OnInterrupt::cancel)
+            : database.call_procedure(sql::acquire_wait,
+                                      {options.name, options.owner, interval_literal(ttl), interval_literal(options.wait)},
+                                      no_deadline, OnInterrupt::cancel);
+    if (stop_signal != 0) {
+        releasing = true;
+        if (result.ok() && result.value)
+            database.call(sql::release, {options.name, result.value}, BootClock::now() + std::chrono::seconds(5));
+        return 128 + stop_signal;
     }
+    if (!result.ok())
+        throw Failure(result.status == CallResult::Status::sql_error ? exit_code::error : exit_code::connection_failed,
+                      result.message);
+    const std::optional<std::string>& token = result.value;
     if (options.json)
         std::cout << JsonObject()
                          .string("name", options.name)
@@ -127,14 +143,28 @@ int list(PGconn* conn, const Options& options)
     return exit_code::ok;
 }
 
+int history(PGconn* conn, const Options& options)
+{
+    const Param limit = options.limit ? Param(std::to_string(*options.limit)) : std::nullopt;
+    const Result result = query(conn, sql::history, {options.name, limit});
+    std::vector<HistoryEntry> entries;
+    for (int row = 0; row < PQntuples(result.get()); ++row) {
+        const auto text = [&](int column) { return field(result.get(), row, column); };
+        entries.push_back({text(0).value_or(""), text(1).value_or(""), text(2), to_integer(text(3)), text(4),
+                           to_integer(text(5)), text(6)});
+    }
+    std::cout << (options.json ? history_json(entries) + "\n" : history_table(entries));
+    return exit_code::ok;
+}
+
 }  // namespace
 
 int run_one_shot_command(const Options& options)
 {
+    if (options.command == Command::acquire)
+        return acquire(options);
     const Connection conn = connect(options.conninfo);
     switch (options.command) {
-    case Command::acquire:
-        return acquire(conn.get(), options);
     case Command::heartbeat:
     case Command::release:
         return renew_or_release(conn.get(), options);
@@ -144,6 +174,8 @@ int run_one_shot_command(const Options& options)
         return status(conn.get(), options);
     case Command::list:
         return list(conn.get(), options);
+    case Command::history:
+        return history(conn.get(), options);
     default:
         throw std::logic_error("not a one-shot command");
     }

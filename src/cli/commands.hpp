@@ -1,4 +1,4 @@
-// The one-shot commands: acquire, heartbeat, release, revoke, status, list.
+// The one-shot commands: acquire, heartbeat, release, revoke, status, list, history.
 // Each connects, does one thing, prints the outcome and returns the exit code;
 // failures are thrown as Failure.
 #pragma once

@@ -80,4 +80,15 @@ bool EventLoop::wait(std::optional<BootTime> deadline, int socket, short events)
     return count == 3 && fds[2].revents != 0;
 }
 
+EventLoop::SignalHandler stop_on_signal(int* stop_signal)
+{
+    return [stop_signal](const signalfd_siginfo& info) {
+        const int signal = static_cast<int>(info.ssi_signo);
+        if (signal == SIGTSTP)
+            raise(SIGSTOP);
+        else if ((signal == SIGINT || signal == SIGTERM || signal == SIGHUP) && *stop_signal == 0)
+            *stop_signal = signal;
+    };
+}
+
 }  // namespace pg_lease

@@ -49,4 +49,9 @@ private:
     int timer_fd_ = -1;
 };
 
+// The signal handling of a command that starts no child (watch, a waiting
+// acquire): the first SIGINT, SIGTERM or SIGHUP is kept in *stop_signal for the
+// command to stop on, and SIGTSTP stops pg_lease as it would without a handler.
+EventLoop::SignalHandler stop_on_signal(int* stop_signal);
+
 }  // namespace pg_lease

@@ -1,7 +1,9 @@
-// Just enough JSON output for --json: strings, and objects built field by field.
+// Just enough JSON for --json: strings, and objects built field by field; and,
+// to read the payloads of lease events, flat objects of scalars.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,5 +28,17 @@ public:
 private:
     std::string fields_;
 };
+
+// A scalar read from JSON: a string (unescaped, UTF-8), a number (as written),
+// true, false or null (text "true", "false" or empty).
+struct JsonScalar {
+    enum class Kind { string, number, boolean, null };
+    Kind kind;
+    std::string text;
+};
+
+// {"key": scalar, ...}, surrounded by optional whitespace: nullopt for anything
+// else, nested arrays and objects and repeated keys included.
+std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::string_view text);
 
 }  // namespace pg_lease

@@ -2,9 +2,7 @@
 
 #include "duration.hpp"
 #include "json.hpp"
-
-#include <algorithm>
-#include <array>
+#include "text_table.hpp"
 
 namespace pg_lease {
 
@@ -55,25 +53,11 @@ std::string status_text(const LeaseStatus& status)
 
 std::string status_table(const std::vector<LeaseStatus>& statuses)
 {
-    using Row = std::array<std::string, 5>;
-    std::vector<Row> rows = {{"NAME", "OWNER", "TOKEN", "STATE", "EXPIRES IN"}};
+    std::vector<std::vector<std::string>> rows = {{"NAME", "OWNER", "TOKEN", "STATE", "EXPIRES IN"}};
     for (const LeaseStatus& status : statuses)
         rows.push_back({status.name, status.owner.value_or("-"), std::to_string(status.token), status.state,
                         expires_in_text(status)});
-
-    std::array<std::size_t, 5> widths{};
-    for (const Row& row : rows)
-        for (std::size_t i = 0; i < row.size(); ++i)
-            widths[i] = std::max(widths[i], row[i].size());
-
-    std::string out;
-    for (const Row& row : rows) {
-        std::string line;
-        for (std::size_t i = 0; i < row.size(); ++i)
-            line += row[i] + (i + 1 < row.size() ? std::string(widths[i] - row[i].size() + 2, ' ') : "");
-        out += line + "\n";
-    }
-    return out;
+    return aligned_table(rows);
 }
 
 }  // namespace pg_lease

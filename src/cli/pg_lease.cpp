@@ -5,6 +5,7 @@
 #include "pg.hpp"
 #include "pool_commands.hpp"
 #include "supervisor.hpp"
+#include "watch.hpp"
 
 #include <unistd.h>
 
@@ -49,7 +50,11 @@ int main(int argc, char** argv)
         options.owner = default_owner(options.command == Command::run ? getpid() : getppid());
 
     try {
-        return options.command == Command::run ? run_under_lease(options) : run_one_shot_command(options);
+        if (options.command == Command::run)
+            return run_under_lease(options);
+        if (options.command == Command::watch)
+            return watch_events(options);
+        return run_one_shot_command(options);
     } catch (const Failure& failure) {
         std::cerr << "pg_lease: " << failure.what() << "\n";
         return failure.exit_code;

@@ -4,10 +4,25 @@
 namespace pg_lease::sql {
 
 inline constexpr const char* acquire = "SELECT lease.lease_acquire($1, $2, $3::pg_catalog.interval)";
+// Waits server-side ($4) for the lease; a CALL, sent as a simple query, so that
+// the wait holds no snapshot (AsyncSession::call_procedure). Returns the token, or NULL.
+inline constexpr const char* acquire_wait =
+    "CALL lease.acquire_wait($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)";
 inline constexpr const char* heartbeat =
     "SELECT lease.lease_heartbeat($1, $2::pg_catalog.int8, $3::pg_catalog.interval)";
 inline constexpr const char* release = "SELECT lease.lease_release($1, $2::pg_catalog.int8)";
 inline constexpr const char* revoke = "SELECT lease.lease_revoke($1)";
+
+// run --bind: a session bound to the connection holds the lease.
+inline constexpr const char* session_open = "SELECT lease.session_open($1, $2::pg_catalog.interval, true)";
+inline constexpr const char* session_acquire =
+    "SELECT lease.session_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.interval)";
+// Keeps the session ($1) alive for $2 and says whether the lease ($3, token $4)
+// is still held: a revoked lease leaves its session alive.
+inline constexpr const char* session_keepalive =
+    "SELECT lease.session_keepalive($1::pg_catalog.int8, $2::pg_catalog.interval) "
+    "AND lease.lease_heartbeat($3, $4::pg_catalog.int8)";
+inline constexpr const char* session_close = "SELECT lease.session_close($1::pg_catalog.int8)";
 
 // One lease ($1 = its name) or all of them ($1 = NULL), in the column order
 // LeaseStatus reads; durations in milliseconds, timestamps in ISO 8601 whatever
@@ -19,5 +34,18 @@ inline constexpr const char* status =
     "pg_catalog.to_json(acquired_at) #>> '{}', pg_catalog.to_json(renewed_at) #>> '{}', "
     "pg_catalog.to_json(expires_at) #>> '{}' "
     "FROM lease.status WHERE $1::pg_catalog.text IS NULL OR name = $1 ORDER BY name";
+
+// The newest $2 (NULL: all) history rows of lease $1, oldest first, in the
+// column order HistoryEntry reads. Events of one instant (an expiry and the
+// grant that reports it) are in token order.
+inline constexpr const char* history =
+    "SELECT pg_catalog.to_json(at) #>> '{}', event, name, token, owner, session, role::pg_catalog.text "
+    "FROM (SELECT * FROM lease.history WHERE name = $1 "
+    "      ORDER BY at DESC, token DESC LIMIT $2::pg_catalog.int8) AS newest "
+    "ORDER BY at, token";
+
+// LISTEN lease_events, and count as a watcher while connected (events are sent
+// only while someone watches, by default).
+inline constexpr const char* listen = "SELECT lease.listen_events()";
 
 }  // namespace pg_lease::sql

@@ -36,7 +36,7 @@ public:
           ttl_(options.ttl.value_or(default_ttl)),
           timing_{ttl_, options.grace.value_or(SupervisionTiming::default_grace(ttl_))},
           loop_([this](const signalfd_siginfo& info) { on_signal(static_cast<int>(info.ssi_signo)); }),
-          session_(options.conninfo, loop_, [this] { return call_interrupted(); })
+          database_(options.conninfo, loop_, [this] { return call_interrupted(); })
     {
     }
 
@@ -77,10 +77,13 @@ private:
     bool command_running() const { return command_ != 0 && !command_status_; }
 
     // Calls are abandoned when the command has ended (release at once) or a
-    // signal asked pg_lease to stop before the command started.
+    // signal asked pg_lease to stop before the command started; a waiting
+    // acquire is cancelled on the server instead (OnInterrupt::cancel). A
+    // bound session's keepalive is never abandoned: dropping its connection
+    // would end the session, and the release must close it.
     bool call_interrupted() const
     {
-        return !releasing_ && (command_status_ || (command_ == 0 && termination_signal_ != 0));
+        return !releasing_ && ((command_status_ && !options_.bind) || (command_ == 0 && termination_signal_ != 0));
     }
 
     void reap_command_if_ended()
@@ -100,50 +103,116 @@ private:
 
     std::string lease_text() const { return "lease \"" + options_.name + "\""; }
 
+    // How long a call may take to answer, beyond any wait it asks the server for.
+    Milliseconds answer_timeout() const { return timing_.terminate_after(); }
+
     // Nothing once the lease is granted; otherwise the exit code.
     std::optional<int> acquire()
     {
         const BootTime give_up_at = BootClock::now() + options_.wait;
-        const Milliseconds poll_interval = acquire_poll_interval(ttl_);
         bool reported_connection_error = false;
         while (true) {
-            const BootTime start = BootClock::now();
-            // A grant that comes later than this could not be trusted long enough to start COMMAND.
-            const CallResult result = session_.call(sql::acquire, {options_.name, options_.owner, interval_literal(ttl_)},
-                                                    start + timing_.terminate_after());
-            if (result.ok() && result.value) {
-                token_ = *result.value;
-                last_success_ = start;
-                if (termination_signal_ == 0)
-                    return std::nullopt;
-                release();
-            }
-            if (termination_signal_ != 0)
+            const CallResult result = try_acquire(give_up_at);
+            if (termination_signal_ != 0) {
+                if (!token_.empty() || session_id_)
+                    release(BootClock::now() + max_release_wait);
                 return 128 + termination_signal_;
+            }
+            if (!token_.empty())
+                return std::nullopt;
             if (result.status == CallResult::Status::sql_error) {
                 warn(result.message);
                 return exit_code::error;
             }
-            const bool busy = result.ok();
             const BootTime now = BootClock::now();
+            if (result.ok()) {
+                // The server waited what was left of --wait (by its clock) and
+                // did not grant: try again only if our clock says time is left.
+                if (now < give_up_at)
+                    continue;
+                warn(lease_text() + " not acquired: another owner holds it");
+                return exit_code::not_acquired;
+            }
             if (now >= give_up_at) {
-                if (busy) {
-                    warn(lease_text() + " not acquired: another owner holds it");
-                    return exit_code::not_acquired;
-                }
                 warn("could not reach the database: " + result.message);
                 return exit_code::connection_failed;
             }
-            if (!busy && !reported_connection_error) {
+            if (!reported_connection_error) {
                 warn(result.message + " (retrying until --wait " + format_duration(options_.wait) + " has passed)");
                 reported_connection_error = true;
             }
-            const BootTime retry_at = std::min(now + poll_interval, give_up_at);
+            const BootTime retry_at = std::min(now + timing_.retry_interval(), give_up_at);
             while (BootClock::now() < retry_at && termination_signal_ == 0)
                 loop_.wait(retry_at);
             if (termination_signal_ != 0)
                 return 128 + termination_signal_;
         }
+    }
+
+    // One attempt: an acquire that waits on the server for what is left of
+    // --wait, then, if needed, a renewal that tells when the lease can be
+    // trusted until. When it is granted, token_ and last_success_ are set and
+    // the result holds the token. A bound session that got no lease is closed,
+    // unless a signal came (then the caller releases what there is).
+    CallResult try_acquire(BootTime give_up_at)
+    {
+        const BootTime start = BootClock::now();
+        const Milliseconds wait = std::max(Milliseconds(0), std::chrono::ceil<Milliseconds>(give_up_at - start));
+        const BootTime deadline = start + wait + answer_timeout();
+        CallResult result;
+        if (!options_.bind) {
+            result = wait == Milliseconds(0)
+                         ? database_.call(sql::acquire, {options_.name, options_.owner, interval_literal(ttl_)}, deadline,
+                                         OnInterrupt::cancel)
+                         : database_.call_procedure(sql::acquire_wait,
+                                                   {options_.name, options_.owner, interval_literal(ttl_),
+                                                    interval_literal(wait)},
+                                                   deadline, OnInterrupt::cancel);
+        } else {
+            // Its one connection cannot keep the session alive while it waits:
+            // the session is opened to last the wait and then the TTL.
+            const CallResult opened = database_.call(sql::session_open, {options_.owner, interval_literal(ttl_ + wait)},
+                                                    start + answer_timeout());
+            if (!opened.ok())
+                return opened;
+            session_id_ = opened.value;
+            result = database_.call(sql::session_acquire, {session_id_, options_.name, interval_literal(wait)}, deadline,
+                                   OnInterrupt::cancel);
+            if (!(result.ok() && result.value) && termination_signal_ == 0)
+                close_unused_session(result);
+        }
+        if (!result.ok() || !result.value)
+            return result;
+        token_ = *result.value;
+        if (termination_signal_ != 0)
+            return result;
+        // The lease expires no sooner than the TTL after `start`. That is
+        // enough unless the server made us wait past the first heartbeat, or
+        // the session's TTL was stretched for the wait: then renew it now.
+        last_success_ = start;
+        const BootTime granted = BootClock::now();
+        if (!(options_.bind && wait > Milliseconds(0)) && granted - start <= timing_.heartbeat_interval())
+            return result;
+        const CallResult renewed = renew(granted + answer_timeout());
+        if (renewed.ok() && renewed.value == "t") {
+            last_success_ = granted;
+            return result;
+        }
+        if (termination_signal_ != 0)
+            return renewed;
+        if (renewed.status == CallResult::Status::ok || renewed.status == CallResult::Status::sql_error)
+            release(BootClock::now() + max_release_wait);
+        token_.clear();
+        session_id_.reset();
+        return renewed.ok() ? CallResult{CallResult::Status::ok, std::nullopt, {}} : renewed;
+    }
+
+    void close_unused_session(const CallResult& acquired)
+    {
+        // After a connection failure the session has ended with its backend.
+        if (acquired.ok() || acquired.status == CallResult::Status::sql_error)
+            release(BootClock::now() + max_release_wait);
+        session_id_.reset();
     }
 
     void start_command()
@@ -213,12 +282,11 @@ private:
                 continue;
             }
             if (now < next_heartbeat) {
-                loop_.wait(std::min(next_heartbeat, trust_ends));
+                wait_between_heartbeats(std::min(next_heartbeat, trust_ends));
                 continue;
             }
 
-            const CallResult result = session_.call(sql::heartbeat, {options_.name, token_, std::nullopt},
-                                                    std::min(trust_ends, now + timing_.heartbeat_interval()));
+            const CallResult result = renew(std::min(trust_ends, now + timing_.heartbeat_interval()));
             if (result.status == CallResult::Status::interrupted)
                 continue;
             if (result.ok() && result.value == "t") {
@@ -229,8 +297,11 @@ private:
                 next_heartbeat = now + timing_.heartbeat_interval();
             } else if (result.ok()) {
                 const BootTime refused_at = BootClock::now();
-                lose("the heartbeat was refused (the lease was revoked, expired or taken over)", refused_at,
-                     refused_at + timing_.grace);
+                lose(options_.bind ? "the keepalive was refused (the lease was revoked or its session ended)"
+                                   : "the heartbeat was refused (the lease was revoked, expired or taken over)",
+                     refused_at, refused_at + timing_.grace);
+            } else if (options_.bind && result.status != CallResult::Status::sql_error) {
+                session_connection_lost(result.message);
             } else {
                 if (!failing)
                     warn("heartbeat failed: " + result.message + "; retrying");
@@ -241,22 +312,57 @@ private:
         }
     }
 
-    // Whether the server confirmed the release.
-    bool release()
+    // A heartbeat, or a bound session's keepalive (which also checks that the
+    // lease was not revoked); "t" when the lease is still held.
+    CallResult renew(BootTime deadline)
+    {
+        if (options_.bind)
+            return database_.call(sql::session_keepalive, {session_id_, interval_literal(ttl_), options_.name, token_},
+                                 deadline);
+        return database_.call(sql::heartbeat, {options_.name, token_, std::nullopt}, deadline);
+    }
+
+    // A bound session ends with its connection, so its connection is watched
+    // between heartbeats; a plain lease does not care until the next one.
+    void wait_between_heartbeats(BootTime until)
+    {
+        if (!options_.bind) {
+            loop_.wait(until);
+            return;
+        }
+        const CallResult idle = database_.idle(until);
+        if (idle.status == CallResult::Status::connection_error)
+            session_connection_lost(idle.message);
+    }
+
+    // The session, and the lease with it, ends on the server as soon as the
+    // server notices: stop the command at once, and by the time the TTL set
+    // by the last keepalive would end it anyway.
+    void session_connection_lost(const std::string& why)
+    {
+        const BootTime now = BootClock::now();
+        lose("the connection that holds its session failed (" + why + "); the session ends with it", now,
+             std::min(now + timing_.grace, last_success_ + timing_.kill_after()));
+    }
+
+    // Releases the lease (closes a bound session); whether the server confirmed
+    // that it was still held until then.
+    bool release(BootTime deadline)
     {
         releasing_ = true;
-        const BootTime deadline = std::min(BootClock::now() + max_release_wait, last_success_ + ttl_);
-        const CallResult result = session_.call(sql::release, {options_.name, token_}, deadline);
+        const CallResult result = options_.bind ? database_.call(sql::session_close, {session_id_}, deadline)
+                                                : database_.call(sql::release, {options_.name, token_}, deadline);
+        releasing_ = false;
         if (!result.ok())
             warn("could not release " + lease_text() + ": " + result.message + "; it expires on its own");
-        return result.ok() && result.value == "t";
+        return result.ok() && (options_.bind ? result.value != "0" : result.value == "t");
     }
 
     int finish()
     {
         if (lost_)
             return exit_code::lease_lost;
-        if (!release())
+        if (!release(std::min(BootClock::now() + max_release_wait, last_success_ + ttl_)))
             warn(lease_text() + " was not released: it was no longer held when the command ended");
         return exit_code::for_wait_status(*command_status_);
     }
@@ -265,9 +371,10 @@ private:
     const Milliseconds ttl_;
     const SupervisionTiming timing_;
     EventLoop loop_;
-    AsyncSession session_;
+    AsyncSession database_;
 
     std::string token_;
+    std::optional<std::string> session_id_;  // --bind: the session's id
     BootTime last_success_;  // when the last acquire or heartbeat that succeeded was sent
     pid_t command_ = 0;
     std::optional<int> command_status_;

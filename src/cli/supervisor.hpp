@@ -1,6 +1,8 @@
-// `pg_lease run`: acquire a lease, run a command under it, keep the lease alive,
-// stop the command before the lease can expire if it cannot be kept, release
-// it when the command ends. The timing model is in timing.hpp and docs/cli.md.
+// `pg_lease run`: acquire a lease (waiting on the server), run a command under
+// it, keep the lease alive, stop the command before the lease can expire if it
+// cannot be kept, release it when the command ends. With --bind the lease is
+// held by a session bound to the connection. The timing model is in timing.hpp
+// and docs/cli.md.
 #pragma once
 
 #include "command_line.hpp"

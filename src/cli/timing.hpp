@@ -33,10 +33,4 @@ struct SupervisionTiming {
     }
 };
 
-// How often an acquire that waits asks again.
-inline Milliseconds acquire_poll_interval(Milliseconds ttl)
-{
-    return std::clamp(ttl / 10, Milliseconds(50), Milliseconds(1000));
-}
-
 }  // namespace pg_lease

@@ -3,47 +3,69 @@
 // what the clients saw and what the server recorded.
 //
 // Workers (one thread and one connection each) acquire a lease with a short
-// ttl, heartbeat at ttl/3 and, while they believe they hold it, append rows
-// to the fenced ledger table chaos_ledger (lease.fence_trigger on
-// '{lease_name}', token column "token"). Each grant is a "job" of random
-// length that ends in one of four ways: a release; a walk-away (the worker
-// stops heartbeating, as a crashed worker would); a zombie, which pauses
-// longer than its ttl without heartbeating and then writes with its old
-// token; or a stalled zombie, which pauses the same way *inside* a write
-// transaction that already passed the fence, commits, and then writes with
-// its old token. A chaos thread terminates worker backends (preferring ones
-// inside a transaction) and revokes leases; a restart thread runs
-// --restart-cmd (an immediate shutdown and restart of the server) at evenly
-// spread moments. Workers reconnect and carry on.
+// ttl, heartbeat at ttl/3 and, while they believe they hold it, run write
+// transactions on the lease's rows of two fenced tables (lease.fence_trigger
+// on '{lease_name}', token column "token"): chaos_ledger and chaos_child. A
+// transaction runs 1-3 statements over every write path a holder has: INSERTs
+// with the token in the row or in lease.fence_token, UPDATEs that leave the
+// token column alone and UPDATEs that set it, DELETEs, and UPDATEs and
+// DELETEs of rows of chaos_parent, a table that is not fenced, whose foreign
+// keys' actions (ON UPDATE CASCADE, ON DELETE CASCADE, SET NULL, SET DEFAULT)
+// rewrite or delete the parent's fenced child rows. Transactions that need
+// it set lease.fence_token (SET LOCAL, set_config, or lease.set_fence_token
+// where the installed build has it). --setup gives each lease three anchor
+// parents with children, written under a grant of its own, that live holders
+// leave alone, so that zombies always find foreign-key actions to try.
 //
-// Every worker records, client-side, each token it received and each ledger
-// row whose COMMIT it saw acknowledged. The server records, with test-only
-// triggers installed by --setup:
+// Each grant is a "job" of random length that ends in one of four ways: a
+// release; a walk-away (the worker stops heartbeating, as a crashed worker
+// would); a zombie, which pauses longer than its ttl without heartbeating and
+// then, with its old token, tries every write path once (INSERT, UPDATE with
+// and without the token column, with a stale lease.fence_token or none,
+// DELETE, parent UPDATE and DELETE whose foreign-key actions reach fenced
+// rows), each in its own transaction, aiming at the lease's newest rows (the
+// ones the next holder writes); or a stalled zombie, which pauses the same
+// way *inside* a write transaction that already passed the fence, commits,
+// and then writes as a zombie. A chaos thread terminates worker backends
+// (preferring ones inside a transaction) and revokes leases; a restart thread
+// runs --restart-cmd (an immediate shutdown and restart of the server) at
+// evenly spread moments. Workers reconnect and carry on.
+//
+// Every worker records, client-side, each token it received, each row it
+// inserted, each transaction whose COMMIT it saw acknowledged and each zombie
+// attempt. Transactions label themselves with the test-only settings
+// chaos.txn (a tag) and chaos.token (the token the client holds, whatever it
+// shows the fence). The server records, with test-only triggers installed by
+// --setup:
 //   * chaos_grants: one row per grant (and per revoke) of lease.leases, kept
 //     up to date by heartbeats, releases, revokes, so each grant's final
 //     expires_at (end_at) is known;
-//   * the commit order of ledger rows per lease: a BEFORE INSERT trigger that
-//     runs after the fence updates the lease's chaos_order row (commits + 1)
-//     and copies the new count into the row (commit_pos), together with the
-//     lease's latest granted token (granted_token, kept by the lease.leases
-//     trigger). The row lock on chaos_order is held to commit, so rows of one
-//     lease commit in commit_pos order, and granted_token is the token of the
-//     last grant or revoke that committed before the row did.
+//   * chaos_changes: every accepted change of a fenced row, in commit order
+//     per lease. A BEFORE INSERT OR UPDATE OR DELETE trigger on both fenced
+//     tables that runs after the fence (on the rows that foreign-key actions
+//     change too) updates the lease's chaos_order row (commits + 1) and logs
+//     the change with that position, the lease's latest granted token (kept
+//     by the lease.leases trigger), the token that proved it (the row's token
+//     column as written; lease.fence_token for a DELETE), the labels and the
+//     path (table, operation, foreign-key action). The row lock on
+//     chaos_order is held to commit, so the changes of one lease commit in
+//     position order, and the granted token is the token of the last grant or
+//     revoke that committed before the change did.
 //
 // Prints TAP-style lines, the figures, and "chaos: N passed, N failed".
 #include "../common/pq.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -91,20 +113,139 @@ struct TokenSeen {
     Clock::time_point received;
 };
 
-struct WriteAcked {
+// ---------------------------------------------------------------------------
+// Write paths.
+
+// The statements of write transactions. Ledger and child rows are fenced
+// (trigger a_fence); parent rows are not, but the foreign-key actions of a
+// parent's key UPDATE or DELETE rewrite or delete its child rows, through
+// the children's fence.
+enum class Stmt {
+    ledger_insert,
+    ledger_update,        // SET amount only: the token column is left alone
+    ledger_update_token,  // SET amount and the token column
+    ledger_delete,
+    child_insert,         // a child of one of the lease's newest parents
+    parent_insert,
+    parent_update,        // a new key: ON UPDATE CASCADE into its children
+    parent_delete,        // ON DELETE CASCADE, SET NULL or SET DEFAULT, by the parent's kind
+};
+
+// How a statement shows its token to the fence.
+enum class Proof {
+    row,              // in the row's token column (INSERT values, UPDATE ... SET token)
+    setting,          // in lease.fence_token
+    setting_or_none,  // zombies: a stale lease.fence_token or no token at all, at random
+    none,             // no token at all
+};
+
+// What live holders do: 1-3 of these per transaction, by weight. A
+// transaction sets lease.fence_token when one of its statements needs it,
+// and otherwise at random (the token in a row wins over it).
+struct HonestPath {
+    const char* name;
+    Stmt stmt;
+    Proof proof;
+    int weight;
+};
+const HonestPath honest_paths[] = {
+    {"ledger INSERT, token in the row", Stmt::ledger_insert, Proof::row, 30},
+    {"ledger INSERT, token from lease.fence_token", Stmt::ledger_insert, Proof::setting, 8},
+    {"ledger UPDATE without the token column", Stmt::ledger_update, Proof::setting, 12},
+    {"ledger UPDATE of the token column", Stmt::ledger_update_token, Proof::row, 8},
+    {"ledger DELETE", Stmt::ledger_delete, Proof::setting, 6},
+    {"child INSERT, token in the row", Stmt::child_insert, Proof::row, 7},
+    {"child INSERT, token from lease.fence_token", Stmt::child_insert, Proof::setting, 7},
+    {"parent INSERT", Stmt::parent_insert, Proof::none, 8},
+    {"parent key UPDATE", Stmt::parent_update, Proof::setting, 5},
+    {"parent DELETE", Stmt::parent_delete, Proof::setting, 5},
+};
+constexpr size_t n_honest_paths = std::size(honest_paths);
+
+// What a zombie tries when it wakes up: each of these once, in random order,
+// each in its own transaction, with its expired token. Each must fail with
+// LF001, or change no fenced row at all (a parent is not fenced: changing
+// one that has no children is allowed). Parent statements pick the lease's
+// newest parent that has children through that foreign key (fk: its column
+// in chaos_child; nullptr: any); the setup's anchor parents always have some.
+struct ZombiePath {
+    const char* name;
+    Stmt stmt;
+    Proof proof;
+    const char* fk;
+};
+const ZombiePath zombie_paths[] = {
+    {"INSERT, stale token in the row", Stmt::ledger_insert, Proof::row, nullptr},
+    {"INSERT, stale token in lease.fence_token", Stmt::ledger_insert, Proof::setting, nullptr},
+    {"UPDATE without the token column, stale lease.fence_token", Stmt::ledger_update, Proof::setting, nullptr},
+    {"UPDATE without the token column, no token at all", Stmt::ledger_update, Proof::none, nullptr},
+    {"UPDATE setting the token column to the stale token", Stmt::ledger_update_token, Proof::row, nullptr},
+    {"DELETE, stale lease.fence_token", Stmt::ledger_delete, Proof::setting, nullptr},
+    {"parent key UPDATE -> ON UPDATE CASCADE", Stmt::parent_update, Proof::setting_or_none, nullptr},
+    {"parent DELETE -> ON DELETE CASCADE", Stmt::parent_delete, Proof::setting_or_none, "p_cascade"},
+    {"parent DELETE -> ON DELETE SET NULL", Stmt::parent_delete, Proof::setting_or_none, "p_null"},
+    {"parent DELETE -> ON DELETE SET DEFAULT", Stmt::parent_delete, Proof::setting_or_none, "p_default"},
+};
+constexpr size_t n_zombie_paths = std::size(zombie_paths);
+
+// The paths of chaos_changes (the trigger b_order names them).
+const char* const logged_paths[] = {
+    "chaos_ledger INSERT",
+    "chaos_ledger UPDATE",
+    "chaos_ledger DELETE",
+    "chaos_child INSERT",
+    "chaos_child UPDATE by ON UPDATE CASCADE",
+    "chaos_child UPDATE by ON DELETE SET NULL",
+    "chaos_child UPDATE by ON DELETE SET DEFAULT",
+    "chaos_child DELETE by ON DELETE CASCADE",
+};
+
+// Set once before the workers start: the installed build has lease.set_fence_token.
+bool have_set_fence_token = false;
+
+struct WriteAcked {  // a row inserted by a transaction whose COMMIT the client saw
     int worker;
     long long seq;
+    std::string table;
     std::string lease;
     long long token;
-    bool zombie;  // written after the worker knew its lease had run out
+    bool token_in_row;  // else the token was in lease.fence_token
+    bool zombie;        // written after the worker knew its lease had run out
+};
+
+struct TxnAcked {  // a live holder's transaction whose COMMIT the client saw
+    std::string tag;
+    std::string lease;
+    long long token;
+    long changes;  // fenced rows its own statements changed (not counting foreign-key actions)
+};
+
+struct ZombieAttempt {
+    std::string tag;
+    size_t path;  // index into zombie_paths
+};
+
+struct ZombieCounts {
+    long attempts = 0, with_setting = 0, rejected = 0, accepted = 0, interrupted = 0;
+
+    void add(const ZombieCounts& o)
+    {
+        attempts += o.attempts;
+        with_setting += o.with_setting;
+        rejected += o.rejected;
+        accepted += o.accepted;
+        interrupted += o.interrupted;
+    }
 };
 
 struct Figures {
     long grants = 0, acquire_null = 0, heartbeats = 0, heartbeats_lost = 0, releases = 0, walkaways = 0;
-    long write_txns = 0, rows_acked = 0, honest_fenced = 0, commits_in_doubt = 0;
-    long zombies = 0, stalled_zombies = 0, stalled_commits = 0, zombie_writes = 0, zombie_rejected = 0,
-         zombie_accepted = 0, zombie_interrupted = 0;
+    long write_txns = 0, rows_acked = 0, honest_fenced = 0, fenced_while_live = 0, commits_in_doubt = 0,
+         deadlocks = 0;
+    long zombies = 0, stalled_zombies = 0, stalled_commits = 0;
     long connection_losses = 0, reconnects = 0;
+    std::array<long, n_honest_paths> honest_acked{};  // statements in acknowledged transactions
+    std::array<ZombieCounts, n_zombie_paths> zombie{};
 
     void add(const Figures& o)
     {
@@ -117,16 +258,26 @@ struct Figures {
         write_txns += o.write_txns;
         rows_acked += o.rows_acked;
         honest_fenced += o.honest_fenced;
+        fenced_while_live += o.fenced_while_live;
         commits_in_doubt += o.commits_in_doubt;
+        deadlocks += o.deadlocks;
         zombies += o.zombies;
         stalled_zombies += o.stalled_zombies;
         stalled_commits += o.stalled_commits;
-        zombie_writes += o.zombie_writes;
-        zombie_rejected += o.zombie_rejected;
-        zombie_accepted += o.zombie_accepted;
-        zombie_interrupted += o.zombie_interrupted;
         connection_losses += o.connection_losses;
         reconnects += o.reconnects;
+        for (size_t i = 0; i < n_honest_paths; ++i)
+            honest_acked[i] += o.honest_acked[i];
+        for (size_t i = 0; i < n_zombie_paths; ++i)
+            zombie[i].add(o.zombie[i]);
+    }
+
+    ZombieCounts zombie_total() const
+    {
+        ZombieCounts t;
+        for (const ZombieCounts& z : zombie)
+            t.add(z);
+        return t;
     }
 };
 
@@ -209,6 +360,8 @@ public:
     Figures figures;
     std::vector<TokenSeen> tokens;
     std::vector<WriteAcked> writes;
+    std::vector<TxnAcked> transactions;
+    std::vector<ZombieAttempt> zombie_attempts;
 
 private:
     struct Held {
@@ -221,7 +374,22 @@ private:
         Clock::time_point job_end;
     };
 
-    enum class Result { ok, fenced, lost, failed };
+    // One statement of a write transaction.
+    struct Step {
+        const char* name;
+        Stmt stmt;
+        bool token_in_row;
+        const char* fk;   // parent statements: see parent_to_change
+        int honest_path;  // index into honest_paths; -1 for zombies
+    };
+
+    // What a transaction changed so far.
+    struct Txn {
+        long changes = 0;
+        std::vector<WriteAcked> inserted;
+    };
+
+    enum class Result { ok, fenced, lost, deadlock, failed };
 
     int random(int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng_); }
 
@@ -260,6 +428,12 @@ private:
         }
         if (o.sqlstate() == "LF001")
             return Result::fenced;
+        if (o.sqlstate() == "40P01") {
+            // Row locks of one lease's rows taken in opposite orders, by its
+            // holder and a zombie (see honest_transaction); rolled back.
+            ++figures.deadlocks;
+            return Result::deadlock;
+        }
         note_unexpected(who(), where, o);
         conn_.reset();
         return Result::failed;
@@ -292,47 +466,160 @@ private:
                      sent + Millis(random(options_.job_min_ms, options_.job_max_ms))};
     }
 
-    void heartbeat()
+    // Returns whether the lease is still held (false also when the
+    // connection failed: the next heartbeat is then due at once).
+    bool heartbeat()
     {
         const Clock::time_point sent = Clock::now();
         held_->last_attempt = sent;
         const Outcome o = conn_->execute("SELECT lease.lease_heartbeat($1::text, $2::bigint)",
                                          {held_->lease, std::to_string(held_->token)});
         if (classify(o, "lease_heartbeat") != Result::ok)
-            return;
+            return false;
         if (o.get() == std::optional<std::string>("t")) {
             ++figures.heartbeats;
             held_->believed_until = sent + Millis(held_->ttl_ms);
             held_->next_heartbeat = sent + Millis(held_->ttl_ms / 3);
-        } else {
-            ++figures.heartbeats_lost;
-            held_.reset();
+            return true;
+        }
+        ++figures.heartbeats_lost;
+        held_.reset();
+        return false;
+    }
+
+    // lease.fence_token for the rest of the transaction, set one of the ways
+    // docs/reference.md gives.
+    Result set_fence_token(const std::string& token)
+    {
+        switch (random(0, have_set_fence_token ? 2 : 1)) {
+        case 0:
+            return classify(conn_->execute("SET LOCAL lease.fence_token = " + token), "SET LOCAL lease.fence_token");
+        case 1:
+            return classify(conn_->execute("SELECT pg_catalog.set_config('lease.fence_token', $1::text, true)", {token}),
+                            "set_config('lease.fence_token')");
+        default:
+            return classify(conn_->execute("SELECT lease.set_fence_token($1::bigint)", {token}),
+                            "lease.set_fence_token");
         }
     }
 
-    // One fenced write transaction of 1-3 rows; returns how it ended.
-    Result write_rows(bool zombie, bool stall)
+    // The parent a parent UPDATE or DELETE changes ($1: the lease): the
+    // lease's newest that has children through foreign key fk (a column of
+    // chaos_child; nullptr: any). Live holders leave the anchors alone.
+    static std::string parent_to_change(bool zombie, const char* fk)
     {
+        const std::string children =
+            fk ? "c." + std::string(fk) + " = p.key" : "c.p_cascade = p.key OR c.p_null = p.key OR c.p_default = p.key";
+        return "SELECT p.id FROM public.chaos_parent p WHERE p.lease_name = $1::text" +
+               std::string(zombie ? "" : " AND NOT p.anchor") +
+               " AND EXISTS (SELECT FROM public.chaos_child c WHERE " + children + ") ORDER BY p.id DESC LIMIT 1";
+    }
+
+    // Runs one statement; on success adds what it changed to txn.
+    Result statement(const Step& step, bool zombie, Txn& txn)
+    {
+        const std::string& lease = held_->lease;
+        const std::string token = std::to_string(held_->token);
+        const pqtest::Param row_token = step.token_in_row ? pqtest::Param(token) : std::nullopt;
+        // UPDATE and DELETE take 1-3 of the lease's rows: a live holder's also
+        // older ones (written under earlier grants), a zombie's the newest (the
+        // ones the next holder writes).
+        const std::string newest = "SELECT id FROM public.chaos_ledger WHERE lease_name = $1::text"
+                                   " ORDER BY id DESC OFFSET $2::int LIMIT $3::int";
+        const std::string offset = std::to_string(zombie ? 0 : random(0, 40));
+        const std::string limit = std::to_string(random(1, 3));
+        const char* table = nullptr;  // the fenced table the statement itself writes
+        long long seq = 0;            // the row an INSERT adds
+        Outcome o;
+        switch (step.stmt) {
+        case Stmt::ledger_insert:
+            table = "chaos_ledger";
+            seq = ++seq_;
+            o = conn_->execute("INSERT INTO public.chaos_ledger (lease_name, token, worker, seq)"
+                               " VALUES ($1::text, $2::bigint, $3::int, $4::bigint)",
+                               {lease, row_token, std::to_string(id_), std::to_string(seq)});
+            break;
+        case Stmt::ledger_update:
+            table = "chaos_ledger";
+            o = conn_->execute("UPDATE public.chaos_ledger SET amount = amount + 1 WHERE id IN (" + newest + ")",
+                               {lease, offset, limit});
+            break;
+        case Stmt::ledger_update_token:
+            table = "chaos_ledger";
+            o = conn_->execute("UPDATE public.chaos_ledger SET amount = amount + 1, token = $4::bigint"
+                               " WHERE id IN (" + newest + ")",
+                               {lease, offset, limit, token});
+            break;
+        case Stmt::ledger_delete:
+            table = "chaos_ledger";
+            o = conn_->execute("DELETE FROM public.chaos_ledger WHERE id IN (" + newest + ")", {lease, offset, limit});
+            break;
+        case Stmt::child_insert:
+            // The parent is locked (FOR KEY SHARE) before the foreign-key
+            // check, so a concurrent DELETE of it cannot fail the INSERT.
+            table = "chaos_child";
+            seq = ++seq_;
+            o = conn_->execute(
+                "INSERT INTO public.chaos_child (lease_name, token, worker, seq, p_cascade, p_null, p_default)"
+                " SELECT $1::text, $2::bigint, $3::int, $4::bigint,"
+                "        CASE p.fk WHEN 'cascade' THEN p.key END, CASE p.fk WHEN 'set null' THEN p.key END,"
+                "        CASE p.fk WHEN 'set default' THEN p.key ELSE 0 END"
+                "   FROM (SELECT key, fk FROM public.chaos_parent WHERE lease_name = $1::text"
+                "          ORDER BY id DESC LIMIT 8 FOR KEY SHARE) p"
+                "  ORDER BY pg_catalog.random() LIMIT 1",
+                {lease, row_token, std::to_string(id_), std::to_string(seq)});
+            break;
+        case Stmt::parent_insert: {
+            static const char* const kinds[] = {"cascade", "set null", "set default"};
+            o = conn_->execute("INSERT INTO public.chaos_parent (lease_name, fk) VALUES ($1::text, $2::text)",
+                               {lease, std::string(kinds[random(0, 2)])});
+            break;
+        }
+        case Stmt::parent_update:
+            o = conn_->execute("UPDATE public.chaos_parent SET key = pg_catalog.nextval('public.chaos_parent_key')"
+                               " WHERE id = (" + parent_to_change(zombie, step.fk) + ")",
+                               {lease});
+            break;
+        case Stmt::parent_delete:
+            o = conn_->execute("DELETE FROM public.chaos_parent WHERE id = (" + parent_to_change(zombie, step.fk) + ")",
+                               {lease});
+            break;
+        }
+        const Result r = classify(o, step.name);
+        if (r != Result::ok || !table)
+            return r;
+        txn.changes += o.affected_rows();
+        if (seq != 0 && o.affected_rows() == 1)
+            txn.inserted.push_back({id_, seq, table, lease, held_->token, step.token_in_row, zombie});
+        return r;
+    }
+
+    // One write transaction under the held lease's token, labelled for the
+    // change log; returns how it ended. With stall, it pauses until the lease
+    // has certainly expired before its COMMIT (a stalled zombie).
+    Result transaction(const std::vector<Step>& steps, bool setting, bool zombie, bool stall, std::string& tag)
+    {
+        tag = owner_ + "." + std::to_string(++txns_);
         Result r = classify(conn_->execute("BEGIN"), "BEGIN");
         if (r != Result::ok)
             return r;
-        std::vector<WriteAcked> pending;
-        const int rows = stall ? 1 : random(1, 3);
-        for (int i = 0; i < rows; ++i) {
-            const long long seq = ++seq_;
-            const Outcome o = conn_->execute(
-                "INSERT INTO public.chaos_ledger (lease_name, token, worker, seq) "
-                "VALUES ($1::text, $2::bigint, $3::int, $4::bigint)",
-                {held_->lease, std::to_string(held_->token), std::to_string(id_), std::to_string(seq)});
-            r = classify(o, "INSERT INTO chaos_ledger");
-            if (r != Result::ok) {
-                if (conn_)
-                    conn_->execute("ROLLBACK");
-                return r;
-            }
-            pending.push_back({id_, seq, held_->lease, held_->token, zombie});
-            if (i + 1 < rows && random(0, 3) == 0)
+        const std::string token = std::to_string(held_->token);
+        r = classify(conn_->execute("SELECT pg_catalog.set_config('chaos.txn', $1::text, true),"
+                                    "       pg_catalog.set_config('chaos.token', $2::text, true)",
+                                    {tag, token}),
+                     "set_config('chaos.*')");
+        if (r == Result::ok && setting)
+            r = set_fence_token(token);
+        Txn txn;
+        for (size_t i = 0; i < steps.size() && r == Result::ok; ++i) {
+            r = statement(steps[i], zombie, txn);
+            if (r == Result::ok && i + 1 < steps.size() && random(0, 3) == 0)
                 std::this_thread::sleep_for(Millis(random(1, 5)));
+        }
+        if (r != Result::ok) {
+            if (conn_)
+                conn_->execute("ROLLBACK");
+            return r;
         }
         if (stall) {
             // Past the fence, inside the transaction: pause until the lease has
@@ -356,42 +643,100 @@ private:
             note_unexpected(who(), "COMMIT reported " + commit.command_status(), commit);
             return Result::failed;
         }
-        for (const WriteAcked& w : pending)
-            writes.push_back(w);
-        figures.rows_acked += static_cast<long>(pending.size());
+        writes.insert(writes.end(), txn.inserted.begin(), txn.inserted.end());
+        figures.rows_acked += static_cast<long>(txn.inserted.size());
         ++figures.write_txns;
+        if (!zombie) {
+            transactions.push_back({tag, held_->lease, held_->token, txn.changes});
+            for (const Step& s : steps)
+                ++figures.honest_acked[s.honest_path];
+        }
         return Result::ok;
+    }
+
+    // A live holder's transaction of n statements drawn from honest_paths. At
+    // most one parent UPDATE or DELETE, and last: its foreign-key actions lock
+    // child rows, and a transaction that then waits for no other row lock
+    // cannot close a deadlock with a zombie that is turned away at its first row.
+    Result honest_transaction(int n, bool stall)
+    {
+        static const int total = [] {
+            int sum = 0;
+            for (const HonestPath& p : honest_paths)
+                sum += p.weight;
+            return sum;
+        }();
+        std::vector<Step> steps;
+        bool setting = random(0, 1) == 0;
+        bool parent_action = false;
+        for (int i = 0; i < n; ++i) {
+            int k = 0;
+            for (int w = random(1, total); w > honest_paths[k].weight; ++k)
+                w -= honest_paths[k].weight;
+            const HonestPath& p = honest_paths[k];
+            const bool action = p.stmt == Stmt::parent_update || p.stmt == Stmt::parent_delete;
+            if (action && parent_action)
+                continue;
+            parent_action |= action;
+            setting |= p.proof == Proof::setting;
+            steps.push_back({p.name, p.stmt, p.proof == Proof::row, nullptr, k});
+        }
+        std::stable_partition(steps.begin(), steps.end(), [](const Step& s) {
+            return s.stmt != Stmt::parent_update && s.stmt != Stmt::parent_delete;
+        });
+        std::string tag;
+        return transaction(steps, setting, false, stall, tag);
     }
 
     void write_transaction()
     {
-        if (write_rows(false, false) == Result::fenced) {
-            // The lease was lost (under load a heartbeat can come too late).
-            ++figures.honest_fenced;
-            held_.reset();
-        }
+        if (honest_transaction(random(1, 3), false) == Result::fenced)
+            fenced();
     }
 
-    // A zombie wakes up after its lease has run out and writes with its old token.
+    // A live holder's transaction was rejected with LF001. Under load a
+    // heartbeat can come too late, and the lease is lost; a heartbeat tells.
+    // If it succeeds, the lease was live at the write too (nothing revives
+    // an expired grant, and its token stays current until the next grant):
+    // the fence turned away the lease's holder.
+    void fenced()
+    {
+        ++figures.honest_fenced;
+        if (heartbeat())
+            ++figures.fenced_while_live;
+    }
+
+    // A zombie wakes up after its lease has run out and tries every write
+    // path with its old token, each once, in random order.
     void zombie_writes()
     {
-        const int attempts = random(1, 2);
-        for (int i = 0; i < attempts && !stopping.load(); ++i) {
+        std::array<size_t, n_zombie_paths> order;
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng_);
+        for (size_t p : order) {
             while (!conn_ && !stopping.load())
                 if (!connect())
                     sleep_until(Clock::now() + Millis(100));
             if (stopping.load())
                 return;
-            ++figures.zombie_writes;
-            switch (write_rows(true, false)) {
+            const ZombiePath& z = zombie_paths[p];
+            const bool setting =
+                z.proof == Proof::setting || (z.proof == Proof::setting_or_none && random(0, 1) == 0);
+            ZombieCounts& counts = figures.zombie[p];
+            ++counts.attempts;
+            counts.with_setting += setting;
+            std::string tag;
+            const Result r = transaction({{z.name, z.stmt, z.proof == Proof::row, z.fk, -1}}, setting, true, false, tag);
+            zombie_attempts.push_back({tag, p});
+            switch (r) {
             case Result::fenced:
-                ++figures.zombie_rejected;
+                ++counts.rejected;
                 break;
             case Result::ok:
-                ++figures.zombie_accepted;  // a violation: the checker reports it
+                ++counts.accepted;  // a violation if it changed a fenced row: the checker looks
                 break;
             default:
-                ++figures.zombie_interrupted;
+                ++counts.interrupted;
                 break;
             }
         }
@@ -419,12 +764,12 @@ private:
             held_.reset();
         } else {
             ++figures.stalled_zombies;
-            const Result r = write_rows(false, true);
+            const Result r = honest_transaction(1, true);
             if (r == Result::ok) {
                 ++figures.stalled_commits;
                 zombie_writes();
             } else if (r == Result::fenced) {
-                ++figures.honest_fenced;
+                fenced();
             }
             held_.reset();
         }
@@ -436,7 +781,8 @@ private:
     std::string owner_;
     std::unique_ptr<Connection> conn_;
     std::optional<Held> held_;
-    long long seq_ = 0;
+    long long seq_ = 0;   // rows this worker inserted
+    long long txns_ = 0;  // transactions this worker began
     bool ever_connected_ = false;
 };
 
@@ -533,31 +879,85 @@ private:
 };
 
 // ---------------------------------------------------------------------------
-// Setup: the ledger, the commit-order and grant-history triggers (test only).
+// Setup: the fenced tables, the parent table, the change-log and
+// grant-history triggers (test only).
 
 const char* setup_sql = R"SQL(
 CREATE EXTENSION IF NOT EXISTS lease;
 DROP TRIGGER IF EXISTS chaos_record ON lease.leases;
-DROP TABLE IF EXISTS public.chaos_ledger, public.chaos_order, public.chaos_grants;
-DROP FUNCTION IF EXISTS public.chaos_order_row(), public.chaos_record_lease();
+DROP TABLE IF EXISTS public.chaos_child, public.chaos_parent, public.chaos_ledger, public.chaos_changes,
+    public.chaos_order, public.chaos_grants;
+DROP SEQUENCE IF EXISTS public.chaos_parent_key;
+DROP FUNCTION IF EXISTS public.chaos_record_change(), public.chaos_record_lease();
 
--- Per lease: how many ledger rows have committed, and the last token granted
--- (or set by a revoke). Both change under the row lock, held until commit.
+-- Per lease: how many changes of fenced rows have committed, and the last
+-- token granted (or set by a revoke). Both change under the row lock, held
+-- until commit.
 CREATE TABLE public.chaos_order (
     lease_name    text PRIMARY KEY,
     commits       bigint NOT NULL DEFAULT 0,
     granted_token bigint
 );
 
+-- Fenced. token: the writer's token, or NULL from an INSERT that shows its
+-- token in lease.fence_token (the fence writes the token in).
 CREATE TABLE public.chaos_ledger (
-    id            bigserial PRIMARY KEY,
-    lease_name    text   NOT NULL,
-    token         bigint NOT NULL,
-    worker        int    NOT NULL,
-    seq           bigint NOT NULL,
-    commit_pos    bigint,   -- position of this row in the lease's commit order
-    granted_token bigint,   -- the lease's latest grant/revoke token at that position
+    id         bigserial PRIMARY KEY,
+    lease_name text   NOT NULL,
+    token      bigint,
+    worker     int    NOT NULL,
+    seq        bigint NOT NULL,
+    amount     int    NOT NULL DEFAULT 0,   -- UPDATEs add to it
     UNIQUE (worker, seq)
+);
+CREATE INDEX ON public.chaos_ledger (lease_name, id);
+
+-- Not fenced. Each parent belongs to a lease, and its children (of that
+-- lease) reference it through the foreign key of its kind (fk). Key 0 is the
+-- default of p_default; it belongs to no lease and never changes. Anchors
+-- (see seed_anchors) are never changed by live holders.
+CREATE SEQUENCE public.chaos_parent_key;
+CREATE TABLE public.chaos_parent (
+    id         bigserial PRIMARY KEY,
+    key        bigint NOT NULL UNIQUE DEFAULT pg_catalog.nextval('public.chaos_parent_key'),
+    lease_name text   NOT NULL,
+    fk         text   NOT NULL CHECK (fk IN ('cascade', 'set null', 'set default')),
+    anchor     bool   NOT NULL DEFAULT false
+);
+CREATE INDEX ON public.chaos_parent (lease_name, id);
+INSERT INTO public.chaos_parent (key, lease_name, fk) VALUES (0, 'chaos:none', 'set default');
+
+-- Fenced, like the ledger; the foreign-key actions of chaos_parent change it.
+CREATE TABLE public.chaos_child (
+    id         bigserial PRIMARY KEY,
+    lease_name text   NOT NULL,
+    token      bigint,
+    worker     int    NOT NULL,
+    seq        bigint NOT NULL,
+    p_cascade  bigint REFERENCES public.chaos_parent (key) ON UPDATE CASCADE ON DELETE CASCADE,
+    p_null     bigint REFERENCES public.chaos_parent (key) ON UPDATE CASCADE ON DELETE SET NULL,
+    p_default  bigint NOT NULL DEFAULT 0
+               REFERENCES public.chaos_parent (key) ON UPDATE CASCADE ON DELETE SET DEFAULT,
+    UNIQUE (worker, seq)
+);
+CREATE INDEX ON public.chaos_child (p_cascade);
+CREATE INDEX ON public.chaos_child (p_null);
+CREATE INDEX ON public.chaos_child (p_default);
+
+-- Every accepted change of a fenced row, direct or by a foreign-key action.
+CREATE TABLE public.chaos_changes (
+    lease_name    text   NOT NULL,
+    pos           bigint NOT NULL,  -- position of the change in the lease's commit order
+    granted_token bigint,           -- the lease's latest grant/revoke token at that position
+    path          text   NOT NULL,  -- table, operation and foreign-key action
+    worker        int    NOT NULL,  -- the row's (worker, seq): the INSERT that made it
+    seq           bigint NOT NULL,
+    row_token     bigint,           -- INSERT, UPDATE: the row's token column as written
+    setting_token bigint,           -- the transaction's lease.fence_token
+    proof         bigint,           -- the token the change proved itself with:
+                                    -- row_token, or setting_token for a DELETE
+    writer_token  bigint,           -- the token the writing client holds (chaos.token)
+    txn           text              -- the writing transaction (chaos.txn)
 );
 
 -- Every grant and revoke of lease.leases; heartbeats and releases move end_at.
@@ -572,14 +972,51 @@ CREATE TABLE public.chaos_grants (
     heartbeats  int         NOT NULL DEFAULT 0
 );
 
--- Fires after the fence (BEFORE triggers fire in name order: a_ before b_).
-CREATE FUNCTION public.chaos_order_row() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Fires after the fence (BEFORE triggers fire in name order: a_ before b_),
+-- so it sees the row as the fence let it through, and only rows it let
+-- through. Foreign-key actions run their UPDATE or DELETE from a trigger of
+-- chaos_parent, one level deeper.
+CREATE FUNCTION public.chaos_record_change() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r          record;
+    change     text := TG_TABLE_NAME || ' ' || TG_OP;
+    setting    bigint := NULLIF(pg_catalog.current_setting('lease.fence_token', true), '')::bigint;
+    row_token  bigint;
+    proof      bigint;
+    pos        bigint;
+    granted    bigint;
 BEGIN
+    IF TG_OP = 'DELETE' THEN
+        r := OLD;
+        proof := setting;
+    ELSE
+        r := NEW;
+        row_token := NEW.token;
+        proof := NEW.token;
+    END IF;
+    IF pg_catalog.pg_trigger_depth() > 1 THEN
+        IF TG_OP = 'DELETE' THEN
+            change := change || ' by ON DELETE CASCADE';
+        ELSIF NEW.p_null IS NULL AND OLD.p_null IS NOT NULL THEN
+            change := change || ' by ON DELETE SET NULL';
+        ELSIF NEW.p_default = 0 AND OLD.p_default <> 0 THEN
+            change := change || ' by ON DELETE SET DEFAULT';
+        ELSE
+            change := change || ' by ON UPDATE CASCADE';
+        END IF;
+    END IF;
     UPDATE public.chaos_order SET commits = commits + 1
-     WHERE lease_name = NEW.lease_name
-    RETURNING commits, granted_token INTO NEW.commit_pos, NEW.granted_token;
+     WHERE lease_name = r.lease_name
+    RETURNING commits, granted_token INTO pos, granted;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'chaos: lease % has no chaos_order row', NEW.lease_name;
+        RAISE EXCEPTION 'chaos: lease % has no chaos_order row', r.lease_name;
+    END IF;
+    INSERT INTO public.chaos_changes
+    VALUES (r.lease_name, pos, granted, change, r.worker, r.seq, row_token, setting, proof,
+            NULLIF(pg_catalog.current_setting('chaos.token', true), '')::bigint,
+            NULLIF(pg_catalog.current_setting('chaos.txn', true), ''));
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
     END IF;
     RETURN NEW;
 END $$;
@@ -613,11 +1050,46 @@ END $$;
 
 CREATE TRIGGER a_fence BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_ledger
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}', 'token');
-CREATE TRIGGER b_order BEFORE INSERT ON public.chaos_ledger
-    FOR EACH ROW EXECUTE FUNCTION public.chaos_order_row();
+CREATE TRIGGER b_order BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_ledger
+    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_change();
+CREATE TRIGGER a_fence BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_child
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}', 'token');
+CREATE TRIGGER b_order BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_child
+    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_change();
 CREATE TRIGGER chaos_record AFTER INSERT OR UPDATE ON lease.leases
     FOR EACH ROW EXECUTE FUNCTION public.chaos_record_lease();
 )SQL";
+
+// Gives a lease three anchor parents, one of each kind, with two children
+// each, written under a grant of the setup's own that it releases before the
+// workers start. Live holders never change anchors, so a zombie always finds
+// a parent whose foreign-key actions reach fenced rows, even in a short run.
+// Returns an error message, empty on success.
+std::string seed_anchors(Connection& c, int lease_index)
+{
+    const std::string lease = pqtest::quote_literal(lease_name(lease_index));
+    const Outcome acquired = c.execute("SELECT lease.lease_acquire(" + lease + ", 'chaos-setup', '1 minute')");
+    if (!acquired.ok() || !acquired.get())
+        return "cannot acquire " + lease + " for the anchors: " + acquired.message();
+    const std::string token = *acquired.get();
+    const Outcome o = c.execute(
+        "BEGIN;"
+        "SELECT pg_catalog.set_config('chaos.txn', 'setup', true), pg_catalog.set_config('chaos.token', '" + token +
+        "', true);"
+        "INSERT INTO public.chaos_parent (lease_name, fk, anchor)"
+        " VALUES (" + lease + ", 'cascade', true), (" + lease + ", 'set null', true), (" + lease +
+        ", 'set default', true);"
+        "INSERT INTO public.chaos_child (lease_name, token, worker, seq, p_cascade, p_null, p_default)"
+        " SELECT " + lease + ", " + token + ", 0, " + std::to_string(lease_index * 6) + " + row_number() OVER (),"
+        "        CASE p.fk WHEN 'cascade' THEN p.key END, CASE p.fk WHEN 'set null' THEN p.key END,"
+        "        CASE p.fk WHEN 'set default' THEN p.key ELSE 0 END"
+        "   FROM public.chaos_parent p, generate_series(1, 2) WHERE p.lease_name = " + lease + " AND p.anchor;"
+        "COMMIT;"
+        "SELECT lease.lease_release(" + lease + ", " + token + ")");
+    if (!o.ok() || o.get() != std::optional<std::string>("t"))
+        return "cannot write the anchors of " + lease + ": " + o.message();
+    return "";
+}
 
 // ---------------------------------------------------------------------------
 // The checker.
@@ -669,31 +1141,17 @@ std::string rows_text(Connection& c, const std::string& sql)
     return out;
 }
 
-std::string sql_values_tokens(const std::vector<TokenSeen>& tokens, size_t from, size_t to)
+// Loads client-side records into a temporary table, 1000 rows per INSERT;
+// row(x) gives the SQL tuple "(...)" of one.
+template <typename T, typename RowFn>
+void load(Connection& c, const std::string& table, const std::vector<T>& records, RowFn row)
 {
-    std::string values;
-    for (size_t i = from; i < to; ++i) {
-        const TokenSeen& t = tokens[i];
-        if (!values.empty())
-            values += ",";
-        values += "(" + pqtest::quote_literal(t.lease) + "," + std::to_string(t.token) + "," +
-                  (t.owner.empty() ? std::string("NULL") : pqtest::quote_literal(t.owner)) + ")";
+    for (size_t i = 0; i < records.size(); i += 1000) {
+        std::string values;
+        for (size_t j = i; j < std::min(records.size(), i + 1000); ++j)
+            values += (j > i ? "," : "") + row(records[j]);
+        scalar(c, "INSERT INTO " + table + " VALUES " + values);
     }
-    return values;
-}
-
-std::string sql_values_writes(const std::vector<WriteAcked>& writes, size_t from, size_t to)
-{
-    std::string values;
-    for (size_t i = from; i < to; ++i) {
-        const WriteAcked& w = writes[i];
-        if (!values.empty())
-            values += ",";
-        values += "(" + std::to_string(w.worker) + "," + std::to_string(w.seq) + "," +
-                  pqtest::quote_literal(w.lease) + "," + std::to_string(w.token) + "," +
-                  (w.zombie ? "true" : "false") + ")";
-    }
-    return values;
 }
 
 Connection connect_checker()
@@ -761,6 +1219,7 @@ bool parse_options(int argc, char** argv, Options& o)
            (o.restarts == 0 || !o.restart_cmd.empty());
 }
 
+
 void write_logs(const Options& options, const std::vector<TokenSeen>& tokens, const std::vector<WriteAcked>& writes)
 {
     if (options.log_dir.empty())
@@ -771,13 +1230,23 @@ void write_logs(const Options& options, const std::vector<TokenSeen>& tokens, co
         t << x.lease << "," << x.token << "," << x.owner << "," << ms_since_start(x.sent) << ","
           << ms_since_start(x.received) << "\n";
     std::ofstream w(options.log_dir + "/writes.csv");
-    w << "worker,seq,lease,token,zombie\n";
+    w << "worker,seq,table,lease,token,token_in_row,zombie\n";
     for (const WriteAcked& x : writes)
-        w << x.worker << "," << x.seq << "," << x.lease << "," << x.token << "," << x.zombie << "\n";
+        w << x.worker << "," << x.seq << "," << x.table << "," << x.lease << "," << x.token << "," << x.token_in_row
+          << "," << x.zombie << "\n";
+}
+
+// Per path of chaos_changes: how many of its changes match `bad` (an SQL
+// condition on a change), of how many; one line each.
+std::string per_path(Connection& c, const std::string& bad)
+{
+    return rows_text(c, "SELECT path, count(*) FILTER (WHERE " + bad + ") AS bad, count(*) AS changes"
+                        "  FROM public.chaos_changes GROUP BY path ORDER BY path");
 }
 
 int run_checks(const Options& options, const Figures& f, const Chaos& chaos, const std::vector<Restart>& restarts,
-               std::vector<TokenSeen> tokens, const std::vector<WriteAcked>& writes)
+               std::vector<TokenSeen> tokens, const std::vector<WriteAcked>& writes,
+               const std::vector<TxnAcked>& transactions, const std::vector<ZombieAttempt>& zombie_attempts)
 {
     Report report;
     Connection c = connect_checker();
@@ -788,57 +1257,93 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
 
     // Client-side logs into temporary tables.
     scalar(c, "CREATE TEMP TABLE client_tokens (lease_name text, token bigint, owner text)");
-    scalar(c, "CREATE TEMP TABLE client_writes (worker int, seq bigint, lease_name text, token bigint, zombie bool)");
-    for (size_t i = 0; i < tokens.size(); i += 1000)
-        scalar(c, "INSERT INTO client_tokens VALUES " +
-                      sql_values_tokens(tokens, i, std::min(tokens.size(), i + 1000)));
-    for (size_t i = 0; i < writes.size(); i += 1000)
-        scalar(c, "INSERT INTO client_writes VALUES " +
-                      sql_values_writes(writes, i, std::min(writes.size(), i + 1000)));
+    scalar(c, "CREATE TEMP TABLE client_writes (worker int, seq bigint, tbl text, lease_name text, token bigint,"
+              " token_in_row bool, zombie bool)");
+    scalar(c, "CREATE TEMP TABLE client_txns (tag text, lease_name text, token bigint, changes bigint)");
+    scalar(c, "CREATE TEMP TABLE client_zombies (tag text, path int)");
+    load(c, "client_tokens", tokens, [](const TokenSeen& t) {
+        return "(" + pqtest::quote_literal(t.lease) + "," + std::to_string(t.token) + "," +
+               (t.owner.empty() ? std::string("NULL") : pqtest::quote_literal(t.owner)) + ")";
+    });
+    load(c, "client_writes", writes, [](const WriteAcked& w) {
+        return "(" + std::to_string(w.worker) + "," + std::to_string(w.seq) + "," + pqtest::quote_literal(w.table) +
+               "," + pqtest::quote_literal(w.lease) + "," + std::to_string(w.token) + "," +
+               (w.token_in_row ? "true" : "false") + "," + (w.zombie ? "true" : "false") + ")";
+    });
+    load(c, "client_txns", transactions, [](const TxnAcked& t) {
+        return "(" + pqtest::quote_literal(t.tag) + "," + pqtest::quote_literal(t.lease) + "," +
+               std::to_string(t.token) + "," + std::to_string(t.changes) + ")";
+    });
+    load(c, "client_zombies", zombie_attempts, [](const ZombieAttempt& z) {
+        return "(" + pqtest::quote_literal(z.tag) + "," + std::to_string(z.path) + ")";
+    });
+    scalar(c, "CREATE INDEX ON public.chaos_changes (worker, seq)");
+    scalar(c, "CREATE INDEX ON public.chaos_changes (txn)");
+    scalar(c, "ANALYZE public.chaos_changes, public.chaos_ledger, public.chaos_child, client_writes, client_txns,"
+              " client_zombies");
 
-    const std::string ledger_rows = scalar(c, "SELECT count(*) FROM public.chaos_ledger");
+    const std::string change_rows = scalar(c, "SELECT count(*) FROM public.chaos_changes");
+    const std::string fk_rows = scalar(c, "SELECT count(*) FROM public.chaos_changes WHERE path LIKE '% by %'");
     const std::string grant_rows = scalar(c, "SELECT count(*) FROM public.chaos_grants WHERE kind = 'grant'");
 
-    // 1. The commit order is well formed: per lease, commit_pos runs 1..n.
+    // 1. The commit order is well formed: per lease, pos runs 1..n.
     {
         const std::string bad = scalar(c,
             "SELECT count(*) FROM ("
-            "  SELECT l.lease_name, count(*) AS n, count(DISTINCT l.commit_pos) AS d, max(l.commit_pos) AS m,"
+            "  SELECT l.lease_name, count(*) AS n, count(DISTINCT l.pos) AS d, max(l.pos) AS m,"
             "         min(o.commits) AS commits"
-            "    FROM public.chaos_ledger l JOIN public.chaos_order o USING (lease_name)"
+            "    FROM public.chaos_changes l JOIN public.chaos_order o USING (lease_name)"
             "   GROUP BY l.lease_name) s"
             " WHERE n <> d OR n <> m OR n <> commits");
-        report.check(bad == "0", "ledger commit order: per lease, the " + ledger_rows +
-                                     " committed rows hold commit positions 1..n without gaps or duplicates",
-                     rows_text(c, "SELECT lease_name, count(*), count(DISTINCT commit_pos), max(commit_pos)"
-                                  " FROM public.chaos_ledger GROUP BY 1"));
+        report.check(bad == "0", "change log commit order: per lease, the " + change_rows +
+                                     " committed changes of fenced rows (" + fk_rows +
+                                     " by foreign-key actions) hold commit positions 1..n without gaps or duplicates",
+                     rows_text(c, "SELECT lease_name, count(*), count(DISTINCT pos), max(pos)"
+                                  " FROM public.chaos_changes GROUP BY 1"));
     }
-    // 2. Ledger tokens never decrease in commit order.
+    // 2. The tokens that proved the changes never decrease in commit order.
     {
         const std::string q =
-            "SELECT lease_name, commit_pos, token, prev FROM ("
-            "  SELECT lease_name, commit_pos, token,"
-            "         lag(token) OVER (PARTITION BY lease_name ORDER BY commit_pos) AS prev"
-            "    FROM public.chaos_ledger) s WHERE token < prev ORDER BY 1, 2";
+            "SELECT lease_name, pos, path, proof, prev FROM ("
+            "  SELECT lease_name, pos, path, proof,"
+            "         lag(proof) OVER (PARTITION BY lease_name ORDER BY pos) AS prev"
+            "    FROM public.chaos_changes) s WHERE proof < prev ORDER BY 1, 2";
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
-        report.check(n == "0", "0 stale writes: per lease, ledger tokens never decrease in commit order (" + n +
-                                   " decreases)",
+        report.check(n == "0", "0 stale writes: per lease, the tokens that INSERTs, UPDATEs and DELETEs (direct or "
+                               "by foreign-key actions) proved themselves with never decrease in commit order (" +
+                                   n + " decreases)",
                      rows_text(c, q + " LIMIT 10"));
     }
-    // 3. No row was accepted under a token after a larger one had been granted.
+    // 3. No change was accepted under a token after a larger one had been granted.
     {
-        const std::string q =
-            "SELECT id, lease_name, token, granted_token, worker, seq FROM public.chaos_ledger"
-            " WHERE granted_token IS DISTINCT FROM token"
-            "    OR NOT EXISTS (SELECT FROM public.chaos_grants g"
-            "                    WHERE g.token = chaos_ledger.token AND g.lease_name = chaos_ledger.lease_name"
-            "                      AND g.kind = 'grant')";
+        const std::string bad =
+            "(proof IS DISTINCT FROM granted_token"
+            " OR NOT EXISTS (SELECT FROM public.chaos_grants g"
+            "                 WHERE g.token = chaos_changes.proof AND g.lease_name = chaos_changes.lease_name"
+            "                   AND g.kind = 'grant'))";
+        const std::string q = "SELECT lease_name, pos, path, proof, granted_token, row_token, setting_token, txn"
+                              "  FROM public.chaos_changes WHERE " + bad;
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
-        report.check(n == "0", "0 writes accepted under a superseded token: every ledger row carries the token of "
-                               "the last grant committed before it (" + n + " do not)",
-                     rows_text(c, q + " ORDER BY id LIMIT 10"));
+        report.check(n == "0", "0 changes accepted under a superseded token: every change's token (its row's token "
+                               "column as written, lease.fence_token for a DELETE) is the token of the last grant "
+                               "committed before it (" + n + " are not)",
+                     "per path (path | bad | changes):\n" + per_path(c, bad) + "first ones:\n" +
+                         rows_text(c, q + " ORDER BY lease_name, pos LIMIT 10"));
     }
-    // 4. Grants of one name never overlap on the server clock.
+    // 4. Every change was made by the holder of that grant, whatever token
+    //    the row carried: the writing client's own token (chaos.token) is it.
+    {
+        const std::string bad = "writer_token IS DISTINCT FROM granted_token";
+        const std::string q = "SELECT lease_name, pos, path, writer_token, granted_token, proof, setting_token, txn"
+                              "  FROM public.chaos_changes WHERE " + bad;
+        const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
+        report.check(n == "0", "0 changes by a writer whose grant was superseded: the client that made each change "
+                               "(direct or by a foreign-key action) held the last grant committed before it (" +
+                                   n + " did not)",
+                     "per path (path | bad | changes):\n" + per_path(c, bad) + "first ones:\n" +
+                         rows_text(c, q + " ORDER BY lease_name, pos LIMIT 10"));
+    }
+    // 5. Grants of one name never overlap on the server clock.
     {
         const std::string base =
             "SELECT lease_name, token, owner, acquired_at, prev_token, prev_owner, prev_end, prev_ended FROM ("
@@ -857,7 +1362,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                           " re-acquires by the same owner, which end the previous grant)",
                      rows_text(c, base + " AND owner IS DISTINCT FROM prev_owner ORDER BY 1, 2 LIMIT 10"));
     }
-    // 5. Per lease, tokens increase with acquired_at.
+    // 6. Per lease, tokens increase with acquired_at.
     {
         const std::string q =
             "SELECT lease_name, token, acquired_at, prev_token, prev_at FROM ("
@@ -871,19 +1376,49 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                    " out of order)",
                      rows_text(c, q + " ORDER BY 1, 2 LIMIT 10"));
     }
-    // 6. Acknowledged writes survive.
+    // 7. Acknowledged INSERTs survive: logged, and still there unless a
+    //    logged DELETE (direct or ON DELETE CASCADE) removed the row.
     {
         const std::string q =
-            "SELECT w.worker, w.seq, w.lease_name, w.token, l.lease_name, l.token FROM client_writes w"
-            " LEFT JOIN public.chaos_ledger l USING (worker, seq)"
-            " WHERE l.id IS NULL OR l.lease_name <> w.lease_name OR l.token <> w.token";
+            "SELECT w.tbl, w.worker, w.seq, w.lease_name, w.token, i.lease_name, i.row_token FROM client_writes w"
+            " LEFT JOIN public.chaos_changes i ON i.path = w.tbl || ' INSERT' AND i.worker = w.worker AND i.seq = w.seq"
+            " WHERE i.pos IS NULL OR i.lease_name <> w.lease_name OR (w.token_in_row AND i.row_token <> w.token)"
+            "    OR (w.tbl = 'chaos_ledger' AND NOT EXISTS (SELECT FROM public.chaos_ledger l"
+            "                                                WHERE l.worker = w.worker AND l.seq = w.seq)"
+            "        OR w.tbl = 'chaos_child' AND NOT EXISTS (SELECT FROM public.chaos_child k"
+            "                                                  WHERE k.worker = w.worker AND k.seq = w.seq))"
+            "       AND NOT EXISTS (SELECT FROM public.chaos_changes d WHERE d.worker = w.worker AND d.seq = w.seq"
+            "                                                             AND d.path LIKE w.tbl || ' DELETE%')";
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
+        const std::string deleted = scalar(c,
+            "SELECT count(*) FROM client_writes w WHERE EXISTS (SELECT FROM public.chaos_changes d"
+            " WHERE d.worker = w.worker AND d.seq = w.seq AND d.path LIKE w.tbl || ' DELETE%')");
         report.check(n == "0", "0 acknowledged writes lost: all " + std::to_string(writes.size()) +
-                                   " ledger rows whose COMMIT a client saw are there, across " +
+                                   " rows inserted by a COMMIT a client saw are in the change log and in their "
+                                   "table, or were removed by a logged DELETE (" + deleted + "), across " +
                                    std::to_string(restarts.size()) + " immediate shutdowns (" + n + " missing)",
                      rows_text(c, q + " LIMIT 10"));
     }
-    // 7. Acknowledged grants survive.
+    // 8. Acknowledged transactions' changes are all in the log, and no others
+    //    of theirs: as many direct changes as the client was told, all of
+    //    the transaction's lease.
+    {
+        const std::string q =
+            "SELECT t.tag, t.lease_name, t.changes,"
+            "       count(c.pos) FILTER (WHERE c.path NOT LIKE '% by %') AS logged,"
+            "       count(c.pos) FILTER (WHERE c.lease_name <> t.lease_name) AS other_lease"
+            "  FROM client_txns t LEFT JOIN public.chaos_changes c ON c.txn = t.tag"
+            " GROUP BY 1, 2, 3"
+            " HAVING count(c.pos) FILTER (WHERE c.path NOT LIKE '% by %') <> t.changes"
+            "     OR count(c.pos) FILTER (WHERE c.lease_name <> t.lease_name) > 0";
+        const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
+        const std::string changes = scalar(c, "SELECT coalesce(sum(changes), 0) FROM client_txns");
+        report.check(n == "0", "0 acknowledged changes lost: the change log holds exactly the " + changes +
+                                   " row changes the " + std::to_string(transactions.size()) +
+                                   " acknowledged transactions' statements reported (" + n + " transactions differ)",
+                     rows_text(c, q + " LIMIT 10"));
+    }
+    // 9. Acknowledged grants survive.
     {
         const std::string q =
             "SELECT t.lease_name, t.token, t.owner FROM client_tokens t"
@@ -895,7 +1430,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                    n + " missing)",
                      rows_text(c, q + " LIMIT 10"));
     }
-    // 8. Every token any client received is unique.
+    // 10. Every token any client received is unique.
     {
         std::map<long long, int> seen;
         std::string dups;
@@ -906,7 +1441,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                        " tokens clients received (grants and revokes) is unique",
                      "duplicates: " + dups);
     }
-    // 9. Tokens strictly increase across every restart.
+    // 11. Tokens strictly increase across every restart.
     {
         std::string problems;
         for (size_t k = 0; k < restarts.size(); ++k) {
@@ -936,15 +1471,72 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                            "seen before it",
                      problems);
     }
-    // 10. Zombies are fenced off.
+    // 12. Zombies are fenced off on every write path: each path's attempts
+    //     were rejected with LF001, and the change log holds no change made
+    //     by any of them (whatever the client saw, commits in doubt included).
     {
-        report.check(f.zombie_accepted == 0 && f.zombie_rejected > 0,
-                     "zombies are fenced: " + std::to_string(f.zombie_rejected) + " writes with an expired token "
-                     "rejected with LF001, " + std::to_string(f.zombie_accepted) + " accepted",
-                     "zombie writes: " + std::to_string(f.zombie_writes) + ", interrupted by faults: " +
-                         std::to_string(f.zombie_interrupted));
+        const Outcome logged = c.execute("SELECT z.path, count(DISTINCT z.tag), count(*) FROM client_zombies z"
+                                         " JOIN public.chaos_changes c ON c.txn = z.tag GROUP BY 1");
+        if (!logged.ok())
+            throw std::runtime_error("checker query failed: " + logged.message());
+        std::map<size_t, std::pair<std::string, std::string>> by_path;  // path: (transactions, changes)
+        for (int r = 0; r < logged.rows(); ++r)
+            by_path[std::stoul(logged.value(r, 0))] = {logged.value(r, 1), logged.value(r, 2)};
+        for (size_t p = 0; p < n_zombie_paths; ++p) {
+            const ZombieCounts& z = f.zombie[p];
+            const auto found = by_path.find(p);
+            const std::string txns = found == by_path.end() ? "0" : found->second.first;
+            const std::string rows = found == by_path.end() ? "0" : found->second.second;
+            const std::string setting =
+                zombie_paths[p].proof == Proof::setting_or_none
+                    ? " (" + std::to_string(z.with_setting) + " with a stale lease.fence_token, " +
+                          std::to_string(z.attempts - z.with_setting) + " with no token)"
+                    : "";
+            report.check(z.rejected > 0 && rows == "0",
+                         "zombie " + std::string(zombie_paths[p].name) + ": " + std::to_string(z.rejected) + " of " +
+                             std::to_string(z.attempts) + " attempts" + setting +
+                             " rejected with LF001; the change log holds " + rows + " fenced rows they changed (" +
+                             std::to_string(z.accepted) + " accepted, " + std::to_string(z.interrupted) +
+                             " cut off by faults)",
+                         txns + " zombie transactions changed fenced rows; first ones:\n" +
+                             rows_text(c, "SELECT c.lease_name, c.pos, c.path, c.writer_token, c.granted_token,"
+                                          "       c.proof, c.setting_token, c.txn"
+                                          "  FROM client_zombies z JOIN public.chaos_changes c ON c.txn = z.tag"
+                                          " WHERE z.path = " + std::to_string(p) + " ORDER BY 1, 2 LIMIT 10"));
+        }
     }
-    // 11. The faults did happen, and the workers carried on after them.
+    // 13. Live holders took every write path, and their changes went through.
+    {
+        std::string values;
+        for (const char* path : logged_paths)
+            values += std::string(values.empty() ? "" : ",") + "(" + std::to_string(values.size()) + "," +
+                      pqtest::quote_literal(path) + ")";
+        const Outcome o = c.execute("SELECT p.path, count(c.pos) FROM (VALUES " + values + ") p (n, path)"
+                                    " LEFT JOIN (public.chaos_changes c JOIN client_txns t ON t.tag = c.txn)"
+                                    "   ON c.path = p.path GROUP BY p.n, p.path ORDER BY p.n");
+        if (!o.ok())
+            throw std::runtime_error("checker query failed: " + o.message());
+        bool ok = true;
+        std::string counts;
+        for (int r = 0; r < o.rows(); ++r) {
+            ok = ok && o.value(r, 1) != "0";
+            counts += (r ? ", " : "") + o.value(r, 0) + " " + o.value(r, 1);
+        }
+        std::string statements;
+        for (size_t p = 0; p < n_honest_paths; ++p) {
+            ok = ok && f.honest_acked[p] > 0;
+            statements += (p ? ", " : "") + std::string(honest_paths[p].name) + " " + std::to_string(f.honest_acked[p]);
+        }
+        report.check(ok, "live holders changed fenced rows on every path (" + counts + ")",
+                     "acknowledged statements: " + statements);
+    }
+    // 14. The fence turned no live holder away.
+    report.check(f.fenced_while_live == 0,
+                 "live holders were never turned away: " + std::to_string(f.fenced_while_live) + " of the " +
+                     std::to_string(f.honest_fenced) +
+                     " transactions of holders rejected with LF001 came from a holder whose lease was live (a "
+                     "heartbeat right after succeeded)");
+    // 15. The faults did happen, and the workers carried on after them.
     {
         int failed_restarts = 0;
         for (const Restart& r : restarts)
@@ -962,18 +1554,19 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                              " grants after the last restart)",
                      "failed restart commands: " + std::to_string(failed_restarts));
     }
-    // 12. No unexpected error.
+    // 16. No unexpected error.
     {
         std::string list;
         for (const UnexpectedError& e : unexpected_errors)
             list += e.who + " " + e.where + ": " + (e.sqlstate.empty() ? "(no SQLSTATE)" : e.sqlstate) + " " +
                     e.message + "\n";
-        report.check(unexpected_errors.empty(), "no unexpected error (only LF001, lock timeouts of revokes and "
-                                                "connection failures from the faults): " +
+        report.check(unexpected_errors.empty(), "no unexpected error (only LF001, deadlocks between writers of one "
+                                                "lease's rows, lock timeouts of revokes and connection failures "
+                                                "from the faults): " +
                                                     std::to_string(unexpected_errors.size()),
                      list);
     }
-    // 13. No backend crashed.
+    // 17. No backend crashed.
     if (!options.server_log.empty()) {
         std::ifstream log(options.server_log);
         std::string crashes;
@@ -985,19 +1578,25 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                      "no backend crashed (server log has no 'terminated by signal', PANIC or TRAP)", crashes);
     }
 
+    const ZombieCounts z = f.zombie_total();
     std::cout << "# figures: " << f.grants << " grants (" << f.acquire_null << " acquires returned NULL), "
               << f.heartbeats << " heartbeats, " << f.releases << " releases, " << f.walkaways << " walk-aways, "
               << chaos.revokes << " revokes (" << chaos.revoke_timeouts << " lock timeouts)\n"
               << "# figures: " << f.write_txns << " write transactions acknowledged (" << f.rows_acked
-              << " rows), " << ledger_rows << " rows in the ledger, " << f.commits_in_doubt
-              << " commits in doubt, " << f.honest_fenced << " writes of late heartbeaters fenced\n"
+              << " rows inserted), " << change_rows << " changes of fenced rows in the log (" << fk_rows
+              << " by foreign-key actions), " << f.commits_in_doubt << " commits in doubt, " << f.honest_fenced
+              << " transactions of holders fenced (" << f.fenced_while_live << " while live), " << f.deadlocks << " deadlocks\n"
               << "# figures: " << f.zombies << " zombies + " << f.stalled_zombies << " stalled in a transaction ("
-              << f.stalled_commits << " committed what they wrote while live), " << f.zombie_writes
-              << " zombie writes: " << f.zombie_rejected << " rejected (LF001), " << f.zombie_accepted
-              << " accepted, " << f.zombie_interrupted << " cut off by faults\n"
+              << f.stalled_commits << " committed what they wrote while live), " << z.attempts
+              << " zombie write attempts: " << z.rejected << " rejected (LF001), " << z.accepted << " accepted, "
+              << z.interrupted << " cut off by faults\n"
               << "# figures: " << chaos.kills << " backends terminated (" << chaos.kills_in_transaction
               << " inside a write transaction), " << restarts.size() << " immediate restarts, "
               << f.connection_losses << " connection losses, " << f.reconnects << " reconnects\n";
+    std::cout << "# figures: statements of acknowledged transactions:";
+    for (size_t p = 0; p < n_honest_paths; ++p)
+        std::cout << (p ? ", " : " ") << honest_paths[p].name << " " << f.honest_acked[p];
+    std::cout << "\n";
     std::cout << "chaos: " << report.passed() << " passed, " << report.failed() << " failed\n";
     return report.failed() == 0 ? 0 : 1;
 }
@@ -1038,6 +1637,24 @@ int main(int argc, char** argv)
             for (int i = 0; i < options.leases; ++i)
                 rows += std::string(i ? "," : "") + "('" + lease_name(i) + "')";
             setup.execute("INSERT INTO public.chaos_order (lease_name) VALUES " + rows + " ON CONFLICT DO NOTHING");
+            for (int i = 0; i < options.leases && options.setup; ++i) {
+                const std::string error = seed_anchors(setup, i);
+                if (!error.empty()) {
+                    std::cout << "not ok 1 - setup: " << error << "\nchaos: 0 passed, 1 failed\n";
+                    return 1;
+                }
+            }
+            const Outcome build = setup.execute(
+                "SELECT extversion, pg_catalog.to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL"
+                "  FROM pg_catalog.pg_extension WHERE extname = 'lease'");
+            if (!build.ok() || build.rows() != 1) {
+                std::cout << "not ok 1 - the lease extension is not installed in this database: " << build.message()
+                          << "\nchaos: 0 passed, 1 failed\n";
+                return 1;
+            }
+            have_set_fence_token = build.value(0, 1) == "t";
+            std::cout << "# lease " << build.value(0, 0) << ", lease.set_fence_token "
+                      << (have_set_fence_token ? "available" : "absent") << std::endl;
         }
 
         std::mt19937_64 seeds(options.seed);
@@ -1075,13 +1692,17 @@ int main(int argc, char** argv)
         Figures figures;
         std::vector<TokenSeen> tokens = chaos.tokens;
         std::vector<WriteAcked> writes;
+        std::vector<TxnAcked> transactions;
+        std::vector<ZombieAttempt> zombie_attempts;
         for (auto& w : workers) {
             figures.add(w->figures);
             tokens.insert(tokens.end(), w->tokens.begin(), w->tokens.end());
             writes.insert(writes.end(), w->writes.begin(), w->writes.end());
+            transactions.insert(transactions.end(), w->transactions.begin(), w->transactions.end());
+            zombie_attempts.insert(zombie_attempts.end(), w->zombie_attempts.begin(), w->zombie_attempts.end());
         }
         write_logs(options, tokens, writes);
-        return run_checks(options, figures, chaos, restarts, tokens, writes);
+        return run_checks(options, figures, chaos, restarts, tokens, writes, transactions, zombie_attempts);
     } catch (const std::exception& e) {
         std::cout << "not ok - " << e.what() << "\nchaos: 0 passed, 1 failed\n";
         return 1;

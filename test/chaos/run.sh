@@ -3,11 +3,19 @@
 # under faults). Builds test/chaos/chaos.cpp (C++17, libpq), starts a
 # throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT, default
 # 54364) and runs the harness: workers compete for a few leases with short
-# ttls and write to a fenced ledger while backends are terminated, zombies
-# wake up with stale tokens, leases are revoked and the server is stopped
-# with "pg_ctl stop -m immediate" and restarted. Then it checks: no stale
-# write, no overlapping grants, no acknowledged write or grant lost, tokens
-# unique and increasing across restarts (see the header of chaos.cpp).
+# ttls and write to two fenced tables -- INSERT, UPDATE with and without the
+# token column, DELETE, and UPDATE/DELETE of an unfenced parent table whose
+# foreign-key actions (ON UPDATE CASCADE, ON DELETE CASCADE / SET NULL /
+# SET DEFAULT) rewrite fenced child rows -- while backends are terminated,
+# zombies wake up with stale tokens and try every one of those write paths,
+# leases are revoked and the server is stopped with "pg_ctl stop -m
+# immediate" and restarted. Then it checks, from a change log that test-only
+# triggers keep on the server: no stale write on any path (every accepted
+# change was made by the holder of the last grant committed before it, under
+# that grant's token), zombies rejected with LF001 on every path, no live
+# holder turned away, no overlapping grants, no acknowledged write or grant
+# lost, tokens unique and increasing across restarts (see the header of
+# chaos.cpp).
 #
 #   default (short): 8 workers, 3 leases, 40 s, 2 immediate restarts (~1 min)
 #   --long:          16 workers, 4 leases, 10 min, 10 immediate restarts
@@ -28,13 +36,6 @@ if [ "${1:-}" = "--long" ]; then
     ARGS=(--workers 16 --leases 4 --seconds 600 --restarts 10)
 fi
 
-WORK=$(mktemp -d /tmp/lease-chaos.XXXXXX)
-chmod 755 "$WORK"
-cleanup() {
-    cluster_destroy
-    rm -rf "$WORK"
-}
-
 echo "# building the chaos harness"
 if ! make -s test/chaos/chaos PG_CONFIG="$PGBIN/pg_config"; then
     echo "chaos: 0 passed, 1 failed"
@@ -42,6 +43,12 @@ if ! make -s test/chaos/chaos PG_CONFIG="$PGBIN/pg_config"; then
 fi
 
 cluster_start || { echo "chaos: 0 passed, 1 failed"; exit 1; }
+WORK=$(mktemp -d /tmp/lease-chaos.XXXXXX)
+chmod 755 "$WORK"
+cleanup() {
+    cluster_destroy
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 # The harness stops the server with an immediate shutdown and starts it again

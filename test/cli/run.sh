@@ -8,10 +8,15 @@
 #     runs, "not acquired", signal forwarding, a SIGKILLed holder, a SIGSTOPped
 #     holder whose writes after the takeover are fenced off, and a database
 #     restart (the lease survives) or outage (the command is stopped before the
-#     lease can expire).
+#     lease can expire);
+#   - waiting on the server (acquire --wait, run --wait): one call, no polling,
+#     no snapshot held, the hand-over on release, and a signal that cancels it;
+#   - run --bind: keepalives, the session closed on exit, revocation, a dropped
+#     connection, and the takeover when the holder is SIGKILLed (measured);
+#   - watch (filtering, --json, reconnecting after a restart) and history.
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
-# path). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
+# path, e.g. PG_LEASE=$PWD/pg_lease for a build that is not installed). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
 # exits non-zero on any failure.
 set -u
 
@@ -104,6 +109,33 @@ file_has_lines() {
     [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]
 }
 
+file_has() {
+    grep -q -- "$2" "$1" 2>/dev/null
+}
+
+# waiting_on_server [COLUMN]: COLUMN (default count(*)) of the backends in a
+# waiting acquire (lease.acquire_wait or lease.session_acquire).
+waiting_on_server() {
+    sql -c "SELECT ${1:-count(*)} FROM pg_stat_activity
+             WHERE state = 'active' AND (query LIKE 'CALL lease.acquire_wait(%' OR query LIKE '%lease.session_acquire(%')
+               AND pid <> pg_backend_pid()"
+}
+waiting_is() {
+    [ "$(waiting_on_server)" = "$1" ]
+}
+
+# one_waiting_call: one acquire waits on the server, and it is one call: the
+# same statement still runs half a second after it was first seen (a client
+# that polled would send a new one at each try).
+one_waiting_call() {
+    local first second
+    poll_until 10 waiting_is 1 || return 1
+    first=$(waiting_on_server query_start)
+    sleep 0.5
+    second=$(waiting_on_server query_start)
+    [ -n "$first" ] && [ "$first" = "$second" ]
+}
+
 start_seconds=$SECONDS
 echo "# pg_lease tests on a throwaway cluster, port $LEASE_TEST_PORT, pg_lease at $PG_LEASE"
 if [ ! -x "$PG_LEASE" ]; then
@@ -163,6 +195,11 @@ usage_case run job --json -- true
 usage_case run job --ttl 2s
 usage_case run job --ttl 2s --grace 1500ms -- true
 usage_case run job --ttl 50ms -- true
+usage_case acquire job --bind
+usage_case watch a b
+usage_case history
+usage_case history job --limit 0
+usage_case list --limit 5
 
 pg_lease --help
 [ "$rc" -eq 0 ] && [[ "$out" == *"pg_lease run NAME"* ]]
@@ -232,10 +269,36 @@ pg_lease -d "host=$WORK port=1" list
 [ "$rc" -eq 69 ]
 report $? "list without a reachable server exits 69 (connection failed)" "exit $rc, stderr: $err"
 
-pg_lease acquire cli-wait --owner ops-a --ttl 1s
-pg_lease acquire cli-wait --owner ops-b --ttl 1s --wait 10s
-[ "$rc" -eq 0 ] && [ "$(lease_field cli-wait owner)" = ops-b ]
-report $? "acquire --wait waits for the holder's lease to expire" "exit $rc, stderr: $err"
+pg_lease acquire cli-wait --owner ops-a --ttl 1m
+"$PG_LEASE" acquire cli-wait --owner ops-b --ttl 1m --wait 10s >"$WORK/wait.out" 2>&1 &
+waiter=$!
+BG_PIDS+=("$waiter")
+one_waiting_call
+one_call=$?
+pg_lease release cli-wait "$(lease_field cli-wait token)"
+wait_exit $waiter
+[ "$rc" -eq 0 ] && [ "$one_call" -eq 0 ] && [ "$(lease_field cli-wait owner)" = ops-b ] &&
+    [ "$(cat "$WORK/wait.out")" = "$(lease_field cli-wait token)" ]
+report $? "acquire --wait waits on the server, in one call, until the holder releases" \
+    "exit $rc, one call: $one_call, output: $(cat "$WORK/wait.out")"
+
+# SIGINT (default disposition: background jobs of scripts start with it
+# ignored) cancels the wait on the server; nothing is granted behind it.
+pg_lease acquire cli-wait-int --owner ops-a --ttl 1m
+int_holder_token=$out
+perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' "$PG_LEASE" acquire cli-wait-int --owner ops-c --wait 30s >"$WORK/int-acquire.out" 2>&1 &
+int_acquire=$!
+BG_PIDS+=("$int_acquire")
+poll_until 10 waiting_is 1
+kill -INT $int_acquire
+wait_exit $int_acquire
+int_rc=$rc
+poll_until 5 waiting_is 0
+left_waiting=$?
+pg_lease release cli-wait-int "$int_holder_token"
+[ "$int_rc" -eq 130 ] && [ "$left_waiting" -eq 0 ] && [ "$rc" -eq 0 ] && lease_is cli-wait-int free
+report $? "SIGINT to acquire --wait cancels the wait on the server: exit 130, nothing left waiting or granted" \
+    "exits $int_rc, $rc (release), waiting on the server: $(waiting_on_server), state $(lease_field cli-wait-int state), output: $(cat "$WORK/int-acquire.out")"
 
 # --- run ----------------------------------------------------------------------
 
@@ -400,6 +463,204 @@ rejected=$(tail -n +$((writes_before + 1)) "$WORK/first.log" | grep -c rejected)
 report $? "a SIGSTOPped holder's command is fenced off after the takeover (first exits 79, second 0, $rejected late writes rejected, $late_writes accepted)" \
     "exits $stopped_rc, $rc; first: $(paste -sd' ' "$WORK/first.log"); stderr: $(cat "$WORK/stop1.err")"
 check "the SIGSTOPped holder stops its command once it continues" poll_until 5 gone "$first_child"
+
+# --- waiting on the server ------------------------------------------------------
+
+# The holder's command ends; the waiting run's command starts as soon as the
+# holder has released, not at the next poll.
+"$PG_LEASE" run cli-handoff --ttl 20s -- sh -c 'until [ -e "$WORK/handoff.go" ]; do sleep 0.05; done; date +%s%3N >"$WORK/handoff.end"' \
+    2>"$WORK/handoff1.err" &
+handoff1=$!
+BG_PIDS+=("$handoff1")
+poll_until 10 lease_is cli-handoff held
+"$PG_LEASE" run cli-handoff --ttl 20s --wait 10s -- sh -c 'date +%s%3N >"$WORK/handoff.start"' 2>"$WORK/handoff2.err" &
+handoff2=$!
+BG_PIDS+=("$handoff2")
+one_waiting_call
+one_call=$?
+touch "$WORK/handoff.go"
+wait_exit $handoff1
+wait_exit $handoff2
+handoff=$(($(cat "$WORK/handoff.start" 2>/dev/null || echo 0) - $(cat "$WORK/handoff.end" 2>/dev/null || echo 0)))
+[ "$rc" -eq 0 ] && [ "$one_call" -eq 0 ] && [ "$handoff" -ge 0 ] && [ "$handoff" -lt 1000 ]
+report $? "run --wait waits on the server in one call: its command starts ${handoff} ms after the holder's command ended" \
+    "exit $rc, one call: $one_call; stderr: $(cat "$WORK/handoff1.err" "$WORK/handoff2.err")"
+
+# A signal to a run that waits cancels the wait on the server at once. The
+# name has a quote in it: the waiting CALL carries it as a literal.
+"$PG_LEASE" run "cli-o'wait" --ttl 20s -- sleep 30 2>"$WORK/owait1.err" &
+owait_holder=$!
+BG_PIDS+=("$owait_holder")
+poll_until 10 lease_is "cli-o''wait" held
+"$PG_LEASE" run "cli-o'wait" --wait 30s -- touch "$WORK/owait-ran" 2>"$WORK/owait2.err" &
+owait=$!
+BG_PIDS+=("$owait")
+poll_until 10 waiting_is 1
+snapshots=$(sql -c "SELECT count(backend_xmin) FROM pg_stat_activity WHERE query LIKE 'CALL lease.acquire_wait(%' AND state = 'active'")
+started=$(now_ms)
+kill -TERM $owait
+wait_exit $owait
+took=$(($(now_ms) - started))
+poll_until 5 waiting_is 0
+left_waiting=$?
+[ "$rc" -eq 143 ] && [ "$took" -lt 1000 ] && [ "$left_waiting" -eq 0 ] && [ ! -e "$WORK/owait-ran" ] &&
+    [ "$snapshots" = 0 ] && [ "$(lease_field "cli-o''wait" "owner = '$(hostname):$owait_holder'")" = t ]
+report $? "SIGTERM to a run waiting on the server (holding no snapshot) cancels the wait: exit 143 after ${took} ms, the command never runs" \
+    "exit $rc, snapshots held while waiting: $snapshots, left waiting: $(waiting_on_server); stderr: $(cat "$WORK/owait2.err")"
+kill -TERM $owait_holder
+wait_exit $owait_holder
+
+# --- run --bind -------------------------------------------------------------------
+
+# A bound run keeps its session alive on its connection and closes it at the end.
+"$PG_LEASE" run cli-bind --bind --ttl 1s -- sh -c 'until [ -e "$WORK/bind.go" ]; do sleep 0.05; done; echo "$LEASE_TOKEN" >"$WORK/bind.token"' \
+    2>"$WORK/bind.err" &
+bind=$!
+BG_PIDS+=("$bind")
+poll_until 10 lease_is cli-bind held
+bind_session=$(lease_field cli-bind session)
+sleep 1.2
+touch "$WORK/bind.go"
+wait_exit $bind
+session_row=$(sql -c "SELECT bound_pid IS NOT NULL, renewed_at > opened_at + interval '500 ms', closed_at IS NOT NULL
+                        FROM lease.sessions WHERE id = ${bind_session:-0}")
+[ "$rc" -eq 0 ] && [ -n "$bind_session" ] && [ "$session_row" = "t|t|t" ] && lease_is cli-bind free &&
+    [ "$(cat "$WORK/bind.token" 2>/dev/null)" = "$(lease_field cli-bind token)" ]
+report $? "run --bind holds the lease in a bound session, keeps it alive past its TTL and closes it at the end" \
+    "exit $rc, session $bind_session (bound, kept alive, closed: $session_row), state $(lease_field cli-bind state); stderr: $(cat "$WORK/bind.err")"
+
+# A revoked lease leaves its session alive: the keepalive notices all the same.
+"$PG_LEASE" run cli-bind --bind --ttl 1s -- sleep 30 2>"$WORK/bind-revoke.err" &
+bind=$!
+BG_PIDS+=("$bind")
+poll_until 10 lease_is cli-bind held
+pg_lease revoke cli-bind
+started=$(now_ms)
+wait_exit $bind
+took=$(($(now_ms) - started))
+[ "$rc" -eq 79 ] && [ "$took" -lt 2000 ] && grep -q 'revoked' "$WORK/bind-revoke.err"
+report $? "run --bind notices a revoked lease at the next keepalive: exit 79 after ${took} ms" \
+    "exit $rc; stderr: $(cat "$WORK/bind-revoke.err")"
+
+# The connection is dropped (the backend terminated): the lease ends with it
+# at once, and the command is stopped at once instead of after a retry.
+cat >"$WORK/bound.sh" <<'SCRIPT'
+echo $$ >"$WORK/bound.pid"
+trap 'date +%s%3N >"$WORK/bound.term"; exit 0' TERM
+while :; do sleep 0.05; done
+SCRIPT
+"$PG_LEASE" run cli-bound --bind --ttl 20s -- sh "$WORK/bound.sh" 2>"$WORK/bound.err" &
+bound=$!
+BG_PIDS+=("$bound")
+poll_until 10 file_has_lines "$WORK/bound.pid" 1 && poll_until 5 lease_is cli-bound held
+# Granted, it renewed its session (opened for --wait and the TTL) down to the TTL.
+renewed_to_ttl=$(lease_field cli-bound "expires_in <= interval '20 seconds'")
+terminated_at=$(sql -c "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, pg_terminate_backend(bound_pid)
+                          FROM lease.sessions WHERE id = $(lease_field cli-bound session)" | cut -d'|' -f1)
+wait_exit $bound
+stopped=$(($(cat "$WORK/bound.term" 2>/dev/null || echo 0) - terminated_at))
+[ "$rc" -eq 79 ] && [ "$stopped" -ge 0 ] && [ "$stopped" -lt 1000 ] && lease_is cli-bound expired && [ "$renewed_to_ttl" = t ]
+report $? "run --bind: its connection is terminated, the lease ends, the command gets SIGTERM ${stopped} ms later (TTL 20 s), exit 79" \
+    "exit $rc, state $(lease_field cli-bound state), renewed down to the TTL: $renewed_to_ttl; stderr: $(cat "$WORK/bound.err")"
+
+# The bound holder is killed with SIGKILL: a run already waiting on the server
+# takes over at once (twice), and so does a run started after the kill (once;
+# that includes starting pg_lease and connecting, slow on a loaded machine).
+queued=()
+started_after=
+takeover_failures=()
+for round in 1 2 3; do
+    rm -f "$WORK/kill.start"
+    "$PG_LEASE" run cli-kill --bind --ttl 20s -- sleep 60 2>/dev/null &
+    holder=$!
+    BG_PIDS+=("$holder")
+    poll_until 10 lease_is cli-kill held
+    if [ "$round" -lt 3 ]; then
+        "$PG_LEASE" run cli-kill --ttl 20s --wait 10s -- sh -c 'date +%s%3N >"$WORK/kill.start"' 2>"$WORK/kill.err" &
+        waiter=$!
+        poll_until 10 waiting_is 1
+    fi
+    killed_at=$(now_ms)
+    kill -KILL $holder
+    if [ "$round" -eq 3 ]; then
+        "$PG_LEASE" run cli-kill --ttl 20s --wait 10s -- sh -c 'date +%s%3N >"$WORK/kill.start"' 2>"$WORK/kill.err" &
+        waiter=$!
+    fi
+    BG_PIDS+=("$waiter")
+    wait "$holder"
+    wait_exit $waiter
+    took=$(($(cat "$WORK/kill.start" 2>/dev/null || echo 99999) - killed_at))
+    if [ "$round" -lt 3 ]; then
+        queued+=("$took")
+        limit=1000
+    else
+        started_after=$took
+        limit=5000
+    fi
+    { [ "$rc" -eq 0 ] && [ "$took" -lt "$limit" ]; } || takeover_failures+=("round $round: exit $rc, $took ms, $(cat "$WORK/kill.err")")
+done 2>/dev/null  # no "Killed" notices from the shell
+[ ${#takeover_failures[@]} -eq 0 ]
+report $? "run --bind holder SIGKILLed (TTL 20 s): a waiting run's command starts ${queued[*]} ms later (< 1 s), one started after the kill $started_after ms later (< 5 s)" \
+    "${takeover_failures[*]}"
+
+# --- watch and history ----------------------------------------------------------
+
+"$PG_LEASE" watch cli-w/ >"$WORK/watch.out" 2>"$WORK/watch.err" &
+watcher=$!
+perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV' "$PG_LEASE" watch --json >"$WORK/watch-json.out" 2>"$WORK/watch-json.err" &
+json_watcher=$!
+BG_PIDS+=("$watcher" "$json_watcher")
+listening() {
+    [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT lease.listen_events()' AND state = 'idle'")" = 2 ]
+}
+poll_until 10 listening
+pg_lease acquire cli-w/a --owner 'ops one'
+watch_token=$out
+pg_lease release cli-w/a "$watch_token"
+pg_lease acquire cli-elsewhere --owner ops-a
+elsewhere_token=$out
+poll_until 5 file_has_lines "$WORK/watch.out" 2 && poll_until 5 file_has_lines "$WORK/watch-json.out" 3
+expected="acquired cli-w/a token=$watch_token owner=\"ops one\"
+released cli-w/a token=$watch_token owner=\"ops one\""
+json_events=$(perl -MJSON::PP -ne 'my $j = decode_json($_); print "$j->{event} $j->{name} $j->{token}\n"' "$WORK/watch-json.out" 2>&1 | paste -sd, -)
+[ "$(cat "$WORK/watch.out")" = "$expected" ] &&
+    [ "$json_events" = "acquired cli-w/a $watch_token,released cli-w/a $watch_token,acquired cli-elsewhere $elsewhere_token" ]
+report $? "watch PREFIX prints the events of names under PREFIX as lines; watch --json prints every event as JSON" \
+    "lines: $(paste -sd'|' "$WORK/watch.out"); json: $json_events"
+
+cluster_restart_server restart -m fast
+poll_until 15 file_has "$WORK/watch.err" "watching again" && poll_until 15 file_has "$WORK/watch-json.err" "watching again"
+reconnected=$?
+pg_lease acquire cli-w/b --owner ops-b
+poll_until 5 file_has "$WORK/watch.out" "acquired cli-w/b token=$out owner=ops-b"
+shown=$?
+[ "$reconnected" -eq 0 ] && [ "$shown" -eq 0 ]
+report $? "watch reconnects after the database restarts and goes on printing events" \
+    "output: $(paste -sd'|' "$WORK/watch.out"); stderr: $(cat "$WORK/watch.err")"
+
+kill -TERM $watcher
+wait_exit $watcher
+term_rc=$rc
+kill -INT $json_watcher
+wait_exit $json_watcher
+[ "$term_rc" -eq 0 ] && [ "$rc" -eq 0 ]
+report $? "watch exits 0 on SIGTERM and on SIGINT" "exits $term_rc, $rc"
+
+pg_lease history cli-w/a --json
+[ "$rc" -eq 0 ] && json_ok "@\$j == 2 && \$j->[0]{event} eq 'acquired' && \$j->[1]{event} eq 'released' && \$j->[1]{token} == $watch_token && \$j->[1]{owner} eq 'ops one' && \$j->[0]{at} lt \$j->[1]{at} && \$j->[0]{role} eq 'postgres' && !defined \$j->[0]{session}"
+report $? "history --json lists a lease's events, newest last" "exit $rc, stdout: $out"
+
+pg_lease history cli-w/a --limit 1 --json
+limit_ok=$(json_ok '@$j == 1 && $j->[0]{event} eq "released"' && echo yes)
+pg_lease history cli-w/a
+[ "$limit_ok" = yes ] && [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | awk 'NR == 1 {print $1, $2} NR > 1 {print $2, $3}' | paste -sd, -)" = "AT EVENT,acquired $watch_token,released $watch_token" ]
+report $? "history --limit N shows the newest N; history prints a table" "$out"
+
+pg_lease history cli-no-such-lease --json
+[ "$rc" -eq 0 ] && [ "$out" = "[]" ]
+report $? "history of a name without events is empty (exit 0)" "exit $rc, stdout: $out"
+
+# --- the database restarts or goes away ---------------------------------------
 
 # The database restarts while the command runs: the lease outlives it, and run
 # heartbeats on under the same token after reconnecting.

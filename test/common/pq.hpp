@@ -7,6 +7,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,8 @@ public:
     const std::string& sqlstate() const { return sqlstate_; }
     const std::string& message() const { return message_; }
     std::string command_status() const { return result_ ? PQcmdStatus(result_.get()) : ""; }
+    // Rows an INSERT, UPDATE or DELETE changed (0 for other statements).
+    long affected_rows() const { return result_ ? std::atol(PQcmdTuples(result_.get())) : 0; }
 
     int rows() const { return result_ ? PQntuples(result_.get()) : 0; }
     int columns() const { return result_ ? PQnfields(result_.get()) : 0; }

@@ -3,7 +3,10 @@
 #include "duration.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
+#include "lease_event.hpp"
+#include "lease_history.hpp"
 #include "lease_status.hpp"
+#include "text_table.hpp"
 #include "timing.hpp"
 
 #include <gtest/gtest.h>
@@ -115,6 +118,36 @@ TEST(CommandLine, OneShotCommands)
     EXPECT_EQ(parse({"release", "job", "7"}).token, 7);
 }
 
+TEST(CommandLine, RunBind)
+{
+    const Options options = parse({"run", "job", "--bind", "--wait", "0", "--", "true"});
+    EXPECT_TRUE(options.bind);
+    EXPECT_EQ(options.wait, Milliseconds(0));
+    EXPECT_FALSE(parse({"run", "job", "true"}).bind);
+}
+
+TEST(CommandLine, Watch)
+{
+    const Options all = parse({"watch"});
+    EXPECT_EQ(all.command, Command::watch);
+    EXPECT_EQ(all.prefix, std::nullopt);
+    EXPECT_FALSE(all.json);
+    const Options some = parse({"watch", "jobs/", "--json"});
+    EXPECT_EQ(some.prefix, "jobs/");
+    EXPECT_TRUE(some.json);
+    EXPECT_EQ(parse({"watch", ""}).prefix, "");
+}
+
+TEST(CommandLine, History)
+{
+    const Options options = parse({"history", "job", "--limit", "20", "--json"});
+    EXPECT_EQ(options.command, Command::history);
+    EXPECT_EQ(options.name, "job");
+    EXPECT_EQ(options.limit, 20);
+    EXPECT_TRUE(options.json);
+    EXPECT_EQ(parse({"history", "job"}).limit, std::nullopt);
+}
+
 TEST(CommandLine, HelpAndVersion)
 {
     EXPECT_EQ(parse({"--help"}).command, Command::help);
@@ -142,6 +175,13 @@ TEST(CommandLine, UsageErrorsAreOneLine)
     EXPECT_EQ(usage_error({"run", "job"}), "run needs a COMMAND to run after NAME");
     EXPECT_EQ(usage_error({"run", "job", "--ttl", "50ms", "true"}), "run needs a --ttl of at least 100ms");
     EXPECT_EQ(usage_error({"run", "job", "--grace", "11s", "true"}), "--grace must be at most half the TTL (10s)");
+    EXPECT_EQ(usage_error({"watch", "a", "b"}), "unexpected argument \"b\" for watch");
+    EXPECT_EQ(usage_error({"watch", "--limit", "3"}), "--limit does not apply to watch");
+    EXPECT_EQ(usage_error({"history"}), "history needs NAME");
+    EXPECT_EQ(usage_error({"history", "job", "--limit", "0"}), "invalid --limit \"0\" (expected a positive integer)");
+    EXPECT_EQ(usage_error({"history", "job", "--limit", "ten"}), "invalid --limit \"ten\" (expected a positive integer)");
+    EXPECT_EQ(usage_error({"acquire", "job", "--bind"}), "--bind does not apply to acquire");
+    EXPECT_EQ(usage_error({"run", "job", "--bind=yes", "true"}), "--bind takes no value");
     for (const auto& args : std::vector<std::vector<std::string>>{{"acquire", "job", "--wait", "soon"}, {"list", "extra"}})
         EXPECT_EQ(usage_error(args).find('\n'), std::string::npos);
 }
@@ -203,6 +243,150 @@ TEST(Json, BuildsObjects)
                   .boolean("renewed", true)
                   .str(),
               "{\"name\":\"job\",\"owner\":null,\"token\":42,\"expires_in_ms\":null,\"renewed\":true}");
+}
+
+TEST(Json, ReadsFlatObjects)
+{
+    const auto object = parse_flat_json_object(
+        " {\"event\": \"acquired\", \"name\": \"a\\\"b\\\\c\\/d\\n\", \"token\": 42, \"owner\": null,"
+        " \"session\": -7, \"x\": 1.5e+3, \"ok\": true, \"no\": false} ");
+    ASSERT_TRUE(object);
+    EXPECT_EQ(object->size(), 8u);
+    EXPECT_EQ(object->at("event").kind, JsonScalar::Kind::string);
+    EXPECT_EQ(object->at("event").text, "acquired");
+    EXPECT_EQ(object->at("name").text, "a\"b\\c/d\n");
+    EXPECT_EQ(object->at("token").kind, JsonScalar::Kind::number);
+    EXPECT_EQ(object->at("token").text, "42");
+    EXPECT_EQ(object->at("owner").kind, JsonScalar::Kind::null);
+    EXPECT_EQ(object->at("session").text, "-7");
+    EXPECT_EQ(object->at("x").text, "1.5e+3");
+    EXPECT_EQ(object->at("ok").kind, JsonScalar::Kind::boolean);
+    EXPECT_EQ(object->at("no").text, "false");
+    EXPECT_EQ(parse_flat_json_object("{}")->size(), 0u);
+}
+
+TEST(Json, ReadsUnicodeEscapesAsUtf8)
+{
+    const auto object =
+        parse_flat_json_object(R"({"a": "\u0001\u00e9\u20ac\ud83d\ude00", "b": ")" "caf\xc3\xa9" R"("})");
+    ASSERT_TRUE(object);
+    EXPECT_EQ(object->at("a").text, "\x01\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    EXPECT_EQ(object->at("b").text, "caf\xc3\xa9");
+    // What json_string writes reads back as it was.
+    const std::string odd = std::string("tab\tquote\"nul", 13) + std::string(1, '\0') + "\x1f";
+    EXPECT_EQ(parse_flat_json_object("{\"k\":" + json_string(odd) + "}")->at("k").text, odd);
+}
+
+TEST(Json, RejectsWhatIsNotAFlatObject)
+{
+    for (const char* text :
+         {"", "[]", "\"a\"", "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1 \"b\":2}", "{\"a\":[1]}",
+          "{\"a\":{}}", "{\"a\":1,\"a\":2}", "{\"a\":1} x", "{\"a\":01}", "{\"a\":1.}", "{\"a\":-}", "{\"a\":+1}",
+          "{\"a\":1e}", "{\"a\":tru}", "{\"a\":nul}", "{a:1}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12\"}",
+          "{\"a\":\"\\ud83d\"}", "{\"a\":\"\\ude00\"}", "{\"a\":\"line\nbreak\"}", "{\"a\":\"open}"})
+        EXPECT_EQ(parse_flat_json_object(text), std::nullopt) << text;
+}
+
+TEST(LeaseEvent, ParsesThePayloadsTheServerSends)
+{
+    const auto acquired = parse_lease_event(
+        R"({"event": "acquired", "name": "jobs/7", "token": 43, "owner": "w1", "session": 12})");
+    ASSERT_TRUE(acquired);
+    EXPECT_EQ(acquired->event, "acquired");
+    EXPECT_EQ(acquired->name, "jobs/7");
+    EXPECT_EQ(acquired->token, 43);
+    EXPECT_EQ(acquired->owner, "w1");
+    EXPECT_EQ(acquired->session, 12);
+
+    const auto closed =
+        parse_lease_event(R"({"event": "session_closed", "name": null, "token": null, "owner": "w1", "session": 12})");
+    ASSERT_TRUE(closed);
+    EXPECT_EQ(closed->name, std::nullopt);
+    EXPECT_EQ(closed->token, std::nullopt);
+    EXPECT_EQ(closed->session, 12);
+}
+
+TEST(LeaseEvent, RejectsOtherPayloads)
+{
+    for (const char* payload : {
+             "hello",
+             R"({"name": "a", "token": 1, "owner": "o", "session": null})",                      // no event
+             R"({"event": null, "name": "a", "token": 1, "owner": "o", "session": null})",       // null event
+             R"({"event": "acquired", "token": 1, "owner": "o", "session": null})",               // no name
+             R"({"event": "acquired", "name": 5, "token": 1, "owner": "o", "session": null})",    // name a number
+             R"({"event": "acquired", "name": "a", "token": "1", "owner": "o", "session": null})",  // token a string
+             R"({"event": "acquired", "name": "a", "token": 1.5, "owner": "o", "session": null})",  // not an integer
+             R"({"event": "acquired", "name": "a", "token": 99999999999999999999, "owner": "o", "session": null})",
+             R"({"event": "acquired", "name": "a", "token": 1, "owner": "o"})",                   // no session
+         })
+        EXPECT_EQ(parse_lease_event(payload), std::nullopt) << payload;
+}
+
+TEST(LeaseEvent, MatchesAPrefixOfTheName)
+{
+    const LeaseEvent job{"acquired", "jobs/7", 1, "w", std::nullopt};
+    const LeaseEvent closed{"session_closed", std::nullopt, std::nullopt, "w", 3};
+    EXPECT_TRUE(event_matches(job, std::nullopt));
+    EXPECT_TRUE(event_matches(closed, std::nullopt));
+    EXPECT_TRUE(event_matches(job, std::string("jobs/")));
+    EXPECT_TRUE(event_matches(job, std::string("jobs/7")));
+    EXPECT_TRUE(event_matches(job, std::string("")));
+    EXPECT_FALSE(event_matches(job, std::string("jobs/70")));
+    EXPECT_FALSE(event_matches(job, std::string("Jobs/")));
+    EXPECT_FALSE(event_matches(closed, std::string("")));
+}
+
+TEST(LeaseEvent, Lines)
+{
+    EXPECT_EQ(event_line({"acquired", "billing", 42, "worker-7:3120", std::nullopt}),
+              "acquired billing token=42 owner=worker-7:3120");
+    EXPECT_EQ(event_line({"acquired", "jobs/7", 43, "w1", 12}), "acquired jobs/7 token=43 owner=w1 session=12");
+    EXPECT_EQ(event_line({"revoked", "billing", 44, std::nullopt, std::nullopt}), "revoked billing token=44");
+    EXPECT_EQ(event_line({"session_closed", std::nullopt, std::nullopt, "w1", 12}), "session_closed owner=w1 session=12");
+    EXPECT_EQ(event_line({"released", "a b", 1, "x=y", std::nullopt}), "released \"a b\" token=1 owner=\"x=y\"");
+}
+
+TEST(LeaseEvent, DisplayWords)
+{
+    EXPECT_EQ(display_word("plain-name/1:2"), "plain-name/1:2");
+    EXPECT_EQ(display_word("caf\xc3\xa9"), "caf\xc3\xa9");
+    EXPECT_EQ(display_word(""), "\"\"");
+    EXPECT_EQ(display_word("two words"), "\"two words\"");
+    EXPECT_EQ(display_word("line\nbreak"), "\"line\\nbreak\"");
+    EXPECT_EQ(display_word("say \"hi\""), "\"say \\\"hi\\\"\"");
+    EXPECT_EQ(display_word("a=b"), "\"a=b\"");
+    EXPECT_EQ(display_word("back\\slash"), "\"back\\\\slash\"");
+}
+
+std::vector<HistoryEntry> two_entries()
+{
+    return {{"2024-01-01T00:00:00+00:00", "acquired", "job", 7, "host:12", std::nullopt, "app"},
+            {"2024-01-01T00:00:05.5+00:00", "released", "job", 7, "host:12", 3, std::nullopt}};
+}
+
+TEST(LeaseHistory, Json)
+{
+    EXPECT_EQ(history_json({}), "[]");
+    EXPECT_EQ(history_json(two_entries()),
+              "[{\"at\":\"2024-01-01T00:00:00+00:00\",\"event\":\"acquired\",\"name\":\"job\",\"token\":7,"
+              "\"owner\":\"host:12\",\"session\":null,\"role\":\"app\"},"
+              "{\"at\":\"2024-01-01T00:00:05.5+00:00\",\"event\":\"released\",\"name\":\"job\",\"token\":7,"
+              "\"owner\":\"host:12\",\"session\":3,\"role\":null}]");
+}
+
+TEST(LeaseHistory, Table)
+{
+    EXPECT_EQ(history_table({}), "AT  EVENT  TOKEN  OWNER  SESSION  ROLE\n");
+    EXPECT_EQ(history_table(two_entries()),
+              "AT                           EVENT     TOKEN  OWNER    SESSION  ROLE\n"
+              "2024-01-01T00:00:00+00:00    acquired  7      host:12  -        app\n"
+              "2024-01-01T00:00:05.5+00:00  released  7      host:12  3        -\n");
+}
+
+TEST(TextTable, AlignsColumns)
+{
+    EXPECT_EQ(aligned_table({}), "");
+    EXPECT_EQ(aligned_table({{"A", "BB", "C"}, {"aaa", "b", "cccc"}}), "A    BB  C\naaa  b   cccc\n");
 }
 
 LeaseStatus held_lease()

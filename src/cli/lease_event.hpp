@@ -1,0 +1,37 @@
+// A notification on channel lease_events (its JSON payload) and how
+// `pg_lease watch` prints it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pg_lease {
+
+struct LeaseEvent {
+    std::string event;                   // acquired, released, revoked, expired or session_closed
+    std::optional<std::string> name;     // none for session_closed
+    std::optional<std::int64_t> token;
+    std::optional<std::string> owner;
+    std::optional<std::int64_t> session;
+};
+
+// {"event": "...", "name": ..., "token": ..., "owner": ..., "session": ...}:
+// nullopt if the payload is not such an object.
+std::optional<LeaseEvent> parse_lease_event(std::string_view payload);
+
+// Whether `pg_lease watch PREFIX` shows the event: every event without a
+// prefix; with one, events of names that start with it.
+bool event_matches(const LeaseEvent& event, const std::optional<std::string>& prefix);
+
+// One line for people: "acquired billing token=42 owner=worker-7:3120", with
+// session=N for a session's lease; fields that are null are left out.
+std::string event_line(const LeaseEvent& event);
+
+// A word as it is, or as a JSON string when it is empty or holds spaces,
+// control characters, quotes, backslashes or '=', so that a line stays one
+// line and splits on spaces.
+std::string display_word(std::string_view word);
+
+}  // namespace pg_lease
