@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -145,7 +146,7 @@ public:
                 if (now >= next_claim)
                     next_claim = next_claim + claim_interval > now ? next_claim + claim_interval : now + claim_interval;
                 event_claim = never;
-                if (!release_surplus() || !claim())
+                if (!service_claims())
                     return 3;
             }
             if (failed_)
@@ -184,6 +185,7 @@ private:
 
     bool open_session()
     {
+        const Clock::time_point sent = Clock::now();
         const Outcome o = conn_->execute("SELECT lease.session_open($1, $2::interval, $3::boolean)",
                                          {owner_, std::to_string(options_.ttl_ms) + " ms", options_.bind ? "t" : "f"});
         if (!o.ok() || !o.get()) {
@@ -192,6 +194,7 @@ private:
         }
         session_ = std::stoll(*o.get());
         last_alive_ = Clock::now();
+        last_renewal_sent_ = sent;
         ++sessions_;
         note("opened session " + std::to_string(session_) + (options_.bind ? " bound" : " unbound"));
         return true;
@@ -199,9 +202,21 @@ private:
 
     // The session ended under us (a pause past its TTL): everything it held is
     // gone; join again with a new session.
+    // A session that ended although the answer that found it ended came less
+    // than a TTL after the last keepalive (or the open) was sent is a failure:
+    // the server renewed it after that send, so it was live until at least a TTL
+    // later. Otherwise this worker stalled (a pause, or a machine too busy to
+    // run it) and joins again.
     bool rejoin(const std::string& why)
     {
-        note("lost session " + std::to_string(session_) + " (" + why + ") holding " + std::to_string(held_.size()));
+        const long long gap = std::chrono::duration_cast<Millis>(Clock::now() - last_renewal_sent_).count();
+        if (gap < options_.ttl_ms - 100) {
+            fatal("session " + std::to_string(session_) + " ended (" + why + ") " + std::to_string(gap) +
+                  " ms after its last keepalive");
+            return false;
+        }
+        note("lost session " + std::to_string(session_) + " after a stall of " + std::to_string(gap) + " ms (" + why +
+             ") holding " + std::to_string(held_.size()));
         held_.clear();
         return open_session();
     }
@@ -213,19 +228,26 @@ private:
     // every resource keeps its session alive in time.
     void write_all()
     {
-        constexpr std::size_t batch = 50;
-        std::vector<std::string> names;
-        for (const auto& entry : held_)
-            names.push_back(entry.first);
+        constexpr std::size_t batch_size = 25;
+        std::vector<std::pair<std::string, long long>> all;
+        for (const auto& [name, held] : held_)
+            all.push_back({name, held.token});
         PGconn* c = conn_->raw();
-        for (std::size_t from = 0; from < names.size() && !failed_; from += batch) {
-            const std::size_t to = std::min(names.size(), from + batch);
+        for (std::size_t from = 0; from < all.size() && !failed_; from += batch_size) {
+            // A claim an event asked for between batches may have changed what is held.
+            std::vector<std::string> names;
+            for (std::size_t i = from; i < std::min(all.size(), from + batch_size); ++i) {
+                const auto it = held_.find(all[i].first);
+                if (it != held_.end() && it->second.token == all[i].second)
+                    names.push_back(all[i].first);
+            }
+            const std::size_t to = names.size();
             const bool zombie = Clock::now() - last_alive_ > Millis(options_.ttl_ms);
             if (!PQenterPipelineMode(c)) {
                 fatal("pipeline: " + conn_->error());
                 return;
             }
-            for (std::size_t i = from; i < to; ++i) {
+            for (std::size_t i = 0; i < to; ++i) {
                 const Held& held = held_[names[i]];
                 const std::string seq = std::to_string(held.seq + 1), token = std::to_string(held.token);
                 const std::string state = "{\"seq\": " + seq + "}", worker = std::to_string(options_.id),
@@ -240,7 +262,7 @@ private:
                                   5, nullptr, row, nullptr, nullptr, 0);
                 PQpipelineSync(c);
             }
-            for (std::size_t i = from; i < to; ++i) {
+            for (std::size_t i = 0; i < to; ++i) {
                 const Outcome checkpoint = next_result(c);
                 const Outcome row = next_result(c);
                 ResultPtr sync(PQgetResult(c));
@@ -253,6 +275,12 @@ private:
             if (!PQexitPipelineMode(c)) {
                 fatal("pipeline: " + conn_->error());
                 return;
+            }
+            // Work does not hold up a claim that an event asks for.
+            if (drain_notifications()) {
+                ++event_claims_;
+                if (!service_claims())
+                    return;
             }
         }
     }
@@ -293,6 +321,7 @@ private:
 
     bool keepalive()
     {
+        const Clock::time_point sent = Clock::now();
         const Outcome o = conn_->execute("SELECT lease.session_keepalive($1::bigint)", {std::to_string(session_)});
         if (!o.ok()) {
             fatal("session_keepalive: " + o.message());
@@ -300,9 +329,27 @@ private:
         }
         if (o.get() == std::optional<std::string>("t")) {
             last_alive_ = Clock::now();
+            last_renewal_sent_ = sent;
             return true;
         }
         return rejoin("keepalive returned false");
+    }
+
+    // Releases the surplus, then claims until a claim grants nothing more (a
+    // claim skips rows that concurrent claimers are taking; they are free
+    // again once those claimers commit).
+    bool service_claims()
+    {
+        if (!release_surplus())
+            return false;
+        for (int round = 0; round < 8; ++round) {
+            const long before = granted_;
+            if (!claim())
+                return false;
+            if (granted_ == before)
+                break;
+        }
+        return true;
     }
 
     bool release_surplus()
@@ -386,7 +433,8 @@ private:
     std::unique_ptr<Connection> conn_;
     long long session_ = 0;
     std::map<std::string, Held> held_;
-    Clock::time_point last_alive_;  // when the last keepalive (or the open) was answered
+    Clock::time_point last_alive_;         // when the last keepalive (or the open) was answered
+    Clock::time_point last_renewal_sent_;  // when it was sent
     bool failed_ = false;
     long writes_ = 0, write_rejected_ = 0, zombie_attempts_ = 0, zombie_rejected_ = 0, zombie_accepted_ = 0;
     long granted_ = 0, released_ = 0, sessions_ = 0, event_claims_ = 0;
@@ -1153,8 +1201,10 @@ private:
                     ++it->second;
             }
         long unowned = 0;
+        std::string names;
         for (const auto& [name, span] : pool_names_)
-            unowned += in_pool(name, t) && !owned_names.count(name);
+            if (in_pool(name, t) && !owned_names.count(name) && ++unowned <= 5)
+                names += " " + name;
         long low = LONG_MAX, high = 0;
         for (const auto& [id, n] : load) {
             low = std::min(low, n);
@@ -1162,7 +1212,7 @@ private:
         }
         const bool balanced = load.empty() || high - low <= 1;
         std::ostringstream out;
-        out << unowned << " unowned, loads";
+        out << unowned << " unowned" << names << ", loads";
         for (const auto& [id, n] : load)
             out << " s" << id << "=" << n;
         *why = out.str();
@@ -1230,71 +1280,171 @@ private:
         return "?";
     }
 
+    struct Verdict {
+        bool ok;
+        std::string what, detail;
+    };
+
+    // Never two owners: each grant ends no later than the next one starts.
+    Verdict two_owners() const
+    {
+        long pairs = 0, bracketed = 0, grants = 0;
+        std::string problems;
+        for (const auto& [name, list] : grants_) {
+            grants += static_cast<long>(list.size());
+            for (std::size_t i = 1; i < list.size(); ++i) {
+                const Grant &a = list[i - 1], &b = list[i];
+                ++pairs;
+                if (a.end <= b.start && a.start < b.start)
+                    continue;
+                const auto s = sessions_.find(a.session);
+                if (a.start < b.start && s != sessions_.end() && s->second.last_alive &&
+                    a.ended_by == "backend exit" && b.start > s->second.last_alive) {
+                    ++bracketed;  // between the last sight of the lock and the first sight of it gone
+                    continue;
+                }
+                if (problems.size() < 2000)
+                    problems += name + ": token " + std::to_string(a.token) + " (session " +
+                                std::to_string(a.session) + ") ended by " + a.ended_by + " at " +
+                                std::to_string(a.end) + ", token " + std::to_string(b.token) + " (session " +
+                                std::to_string(b.session) + ") started at " + std::to_string(b.start) + "\n";
+            }
+        }
+        return {problems.empty() && grants > options_.resources,
+                "0 resources with two owners at any server instant: " + std::to_string(grants) + " grants of " +
+                    std::to_string(grants_.size()) + " resources, each of the " + std::to_string(pairs) +
+                    " takeovers starts after the previous grant ended (" + std::to_string(bracketed) +
+                    " of them after a killed bound session was last seen holding its lock, before pg_locks "
+                    "showed it gone)",
+                problems};
+    }
+
+    // No zombie write accepted: every row was written inside its token's grant.
+    Verdict writes_inside_grants() const
+    {
+        std::string problems;
+        for (const Row& r : rows_) {
+            const Grant* g = find_grant(r.resource, r.token);
+            std::string problem;
+            if (!g)
+                problem = "no grant with this token";
+            else if (g->session != r.session)
+                problem = "token of session " + std::to_string(g->session);
+            else if (r.at < g->start || r.at >= g->end)
+                problem = "written at " + std::to_string(r.at) + ", outside the grant [" + std::to_string(g->start) +
+                          ", " + std::to_string(g->end) + ") (ended by " + g->ended_by + ")";
+            if (!problem.empty() && problems.size() < 2000)
+                problems += r.resource + " seq " + std::to_string(r.seq) + " token " + std::to_string(r.token) +
+                            " worker " + std::to_string(r.worker) + ": " + problem + "\n";
+        }
+        return {problems.empty() && !rows_.empty(),
+                "0 fenced writes accepted outside their grant: each of the " + std::to_string(rows_.size()) +
+                    " fleet_log rows was written while its token's grant was live",
+                problems};
+    }
+
+    // Per resource, the rows' sequence numbers are 1..n in token order, and
+    // the checkpoint is n.
+    Verdict sequences() const
+    {
+        std::map<std::string, std::vector<const Row*>> by_name;
+        for (const Row& r : rows_)
+            by_name[r.resource].push_back(&r);
+        std::string problems;
+        long handovers = 0;
+        for (auto& [name, list] : by_name) {
+            std::sort(list.begin(), list.end(), [](const Row* a, const Row* b) { return a->seq < b->seq; });
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                std::string problem;
+                if (list[i]->seq != static_cast<long long>(i) + 1)
+                    problem = "seq " + std::to_string(list[i]->seq) + " at position " + std::to_string(i + 1) +
+                              (i > 0 && list[i]->seq == list[i - 1]->seq ? " (a repeat)" : " (a gap)");
+                else if (i > 0 && list[i]->token < list[i - 1]->token)
+                    problem = "seq " + std::to_string(list[i]->seq) + " has token " + std::to_string(list[i]->token) +
+                              " < the previous row's " + std::to_string(list[i - 1]->token);
+                if (i > 0 && list[i]->token != list[i - 1]->token)
+                    ++handovers;
+                if (!problem.empty()) {
+                    if (problems.size() < 2000)
+                        problems += name + ": " + problem + "\n";
+                    break;
+                }
+            }
+            const auto f = final_seq_.find(name);
+            if (f != final_seq_.end() && f->second != static_cast<long long>(list.size()) && problems.size() < 2000)
+                problems += name + ": checkpointed seq " + std::to_string(f->second) + " but " +
+                            std::to_string(list.size()) + " rows\n";
+        }
+        for (const auto& [name, seq] : final_seq_)
+            if (by_name.count(name) == 0 && seq != 0 && problems.size() < 2000)
+                problems += name + ": checkpointed seq " + std::to_string(seq) + " but no rows\n";
+        return {problems.empty() && handovers > 0,
+                "every checkpointed sequence continues without a gap or repeat: " + std::to_string(by_name.size()) +
+                    " resources, " + std::to_string(rows_.size()) + " rows, " + std::to_string(handovers) +
+                    " handovers to a new holder, each resuming from the checkpoint; every resource's checkpoint "
+                    "equals its last row",
+                problems};
+    }
+
+    void report(const Verdict& v) { report_.check(v.ok, v.what, v.detail); }
+
+    // The checks can fail: forged evidence of each violation -- a row written
+    // after its grant ended, a repeated sequence number, a grant starting
+    // inside another -- must be caught (the forgeries are left in place; the
+    // suite's figures above were taken before them).
+    void self_test()
+    {
+        const Grant* ended = nullptr;
+        for (const auto& [name, list] : grants_)
+            for (const Grant& g : list)
+                if (!ended && g.end != forever && g.session != 0)
+                    ended = &g;
+        if (!ended || rows_.empty()) {
+            report_.check(false, "the checks can fail: no ended grant or no row to forge evidence from");
+            return;
+        }
+        const Grant& victim = grants_.begin()->second.front();
+        const long long middle = victim.end == forever ? victim.start + 1000 : (victim.start + victim.end) / 2;
+        const std::string sql =
+            "BEGIN; SET LOCAL session_replication_role = replica;"
+            "INSERT INTO public.fleet_log (resource, seq, fence_token, worker, session, at) VALUES (" +
+            pqtest::quote_literal(ended->name) + ", 1000000, " + std::to_string(ended->token) + ", 0, " +
+            std::to_string(ended->session) + ", to_timestamp(" + std::to_string(ended->end + 1000) + " / 1e6));"
+            "INSERT INTO public.fleet_log (resource, seq, fence_token, worker, session, at)"
+            "  SELECT resource, seq, fence_token, worker, session, at FROM public.fleet_log"
+            "   WHERE id = (SELECT min(id) FROM public.fleet_log);"
+            "INSERT INTO lease.history (at, event, name, token, owner, session, role) VALUES (to_timestamp(" +
+            std::to_string(middle) + " / 1e6), 'acquired', " + pqtest::quote_literal(victim.name) +
+            ", (SELECT max(token) + 1000 FROM lease.history), 'forger', " + std::to_string(victim.session) +
+            ", current_user::regrole);"
+            "COMMIT;";
+        const Outcome o = ctl_.execute(sql);
+        if (!o.ok()) {
+            report_.check(false, "the checks can fail: forging evidence failed", o.message());
+            return;
+        }
+        sessions_.clear();
+        grants_.clear();
+        rows_.clear();
+        final_seq_.clear();
+        load();
+        const Verdict owners = two_owners(), writes = writes_inside_grants(), seqs = sequences();
+        report_.check(!owners.ok && !writes.ok && !seqs.ok,
+                      "the checks can fail: with a forged grant starting inside another, a forged row written 1 ms "
+                      "after its grant ended and a repeated sequence number, each of the three checks fails",
+                      std::string("two owners check ") + (owners.ok ? "passed" : "failed") + ", writes check " +
+                          (writes.ok ? "passed" : "failed") + ", sequence check " + (seqs.ok ? "passed" : "failed"));
+    }
+
     void analyse()
     {
         load();
         resolve_changes();
-
-        // 1. Never two owners.
+        report(two_owners());
+        report(writes_inside_grants());
+        // The zombies' writes were rejected (client side).
         {
-            long pairs = 0, bracketed = 0;
-            std::string problems;
-            for (const auto& [name, grants] : grants_)
-                for (std::size_t i = 1; i < grants.size(); ++i) {
-                    const Grant &a = grants[i - 1], &b = grants[i];
-                    ++pairs;
-                    if (a.end <= b.start && a.start < b.start)
-                        continue;
-                    const auto s = sessions_.find(a.session);
-                    if (a.start < b.start && s != sessions_.end() && s->second.last_alive &&
-                        a.ended_by == "backend exit" && b.start > s->second.last_alive) {
-                        ++bracketed;  // between the last sight of the lock and the first sight of it gone
-                        continue;
-                    }
-                    if (problems.size() < 2000)
-                        problems += name + ": token " + std::to_string(a.token) + " (session " +
-                                    std::to_string(a.session) + ") ended by " + a.ended_by + " at " +
-                                    std::to_string(a.end) + ", token " + std::to_string(b.token) + " (session " +
-                                    std::to_string(b.session) + ") started at " + std::to_string(b.start) + "\n";
-                }
-            long grants = 0;
-            for (const auto& [name, list] : grants_)
-                grants += static_cast<long>(list.size());
-            report_.check(problems.empty() && grants > options_.resources,
-                          "0 resources with two owners at any server instant: " + std::to_string(grants) +
-                              " grants of " + std::to_string(grants_.size()) + " resources, each of the " +
-                              std::to_string(pairs) + " takeovers starts after the previous grant ended (" +
-                              std::to_string(bracketed) +
-                              " of them after a killed bound session was last seen holding its lock, before "
-                              "pg_locks showed it gone)",
-                          problems);
-        }
-        // 2. No zombie write accepted (server side) ...
-        {
-            std::string problems;
-            for (const Row& r : rows_) {
-                const Grant* g = find_grant(r.resource, r.token);
-                std::string problem;
-                if (!g)
-                    problem = "no grant with this token";
-                else if (g->session != r.session)
-                    problem = "token of session " + std::to_string(g->session);
-                else if (r.at < g->start || r.at >= g->end)
-                    problem = "written at " + std::to_string(r.at) + ", outside the grant [" +
-                              std::to_string(g->start) + ", " + std::to_string(g->end) + ") (ended by " +
-                              g->ended_by + ")";
-                if (!problem.empty() && problems.size() < 2000)
-                    problems += r.resource + " seq " + std::to_string(r.seq) + " token " + std::to_string(r.token) +
-                                " worker " + std::to_string(r.worker) + ": " + problem + "\n";
-            }
-            report_.check(problems.empty() && !rows_.empty(),
-                          "0 fenced writes accepted outside their grant: each of the " + std::to_string(rows_.size()) +
-                              " fleet_log rows was written while its token's grant was live",
-                          problems);
-        }
-        // ... and the zombies' writes were rejected (client side).
-        {
-            long attempts = 0, rejected = 0, accepted = 0, fenced_other = 0;
+            long rejected = 0, accepted = 0, fenced_other = 0;
             for (int id = 1; id <= last_id_; ++id)
                 for (const std::string& line : log_lines(id)) {
                     if (line.rfind("zombie-rejected ", 0) == 0)
@@ -1304,63 +1454,35 @@ private:
                     else if (line.rfind("fenced ", 0) == 0)
                         ++fenced_other;
                 }
-            attempts = rejected + accepted;
-            const bool needed = zombies_ > 0;
-            report_.check(accepted == 0 && (!needed || rejected > 0),
+            report_.check(accepted == 0 && (zombies_ == 0 || rejected > 0),
                           std::to_string(zombies_) + " worker(s) continued after a SIGSTOP past the TTL: " +
-                              std::to_string(attempts) + " writes under their expired sessions' tokens, " +
+                              std::to_string(rejected + accepted) + " writes under their expired sessions' tokens, " +
                               std::to_string(rejected) + " rejected with LF001, " + std::to_string(accepted) +
                               " accepted (" + std::to_string(fenced_other) +
-                              " other writes fenced: resources retired by pool remove)");
+                              " other writes fenced, of resources retired by pool remove)");
         }
-        // 3. Sequences.
-        {
-            std::map<std::string, std::vector<const Row*>> by_name;
-            for (const Row& r : rows_)
-                by_name[r.resource].push_back(&r);
-            std::string problems;
-            long handovers = 0;
-            for (auto& [name, list] : by_name) {
-                std::sort(list.begin(), list.end(), [](const Row* a, const Row* b) { return a->seq < b->seq; });
-                for (std::size_t i = 0; i < list.size(); ++i) {
-                    std::string problem;
-                    if (list[i]->seq != static_cast<long long>(i) + 1)
-                        problem = "seq " + std::to_string(list[i]->seq) + " at position " + std::to_string(i + 1) +
-                                  (i > 0 && list[i]->seq == list[i - 1]->seq ? " (a repeat)" : " (a gap)");
-                    else if (i > 0 && list[i]->token < list[i - 1]->token)
-                        problem = "seq " + std::to_string(list[i]->seq) + " has token " +
-                                  std::to_string(list[i]->token) + " < the previous row's " +
-                                  std::to_string(list[i - 1]->token);
-                    if (i > 0 && list[i]->token != list[i - 1]->token)
-                        ++handovers;
-                    if (!problem.empty()) {
-                        if (problems.size() < 2000)
-                            problems += name + ": " + problem + "\n";
-                        break;
-                    }
-                }
-                const auto f = final_seq_.find(name);
-                if (f != final_seq_.end() && f->second != static_cast<long long>(list.size()) && problems.size() < 2000)
-                    problems += name + ": checkpointed seq " + std::to_string(f->second) + " but " +
-                                std::to_string(list.size()) + " rows\n";
+        report(sequences());
+        // 4. After each change: owned again within the bound, balanced within 3
+        // intervals -- unless the machine stalled a worker past its TTL then
+        // (its session expired although nobody stopped it): that is a change
+        // the test did not make, and the timing of the window proves nothing.
+        std::map<long long, std::string> stalls;  // session end -> what happened
+        std::set<long long> stopped;
+        for (const Change& c : changes_)
+            if (c.kind == Kind::stop)
+                stopped.insert(c.gone_session);
+        for (int id = 1; id <= last_id_; ++id)
+            for (const std::string& line : log_lines(id)) {
+                long long session = 0;
+                if (std::sscanf(line.c_str(), "lost session %lld", &session) == 1 && !stopped.count(session))
+                    stalls[sessions_[session].end] = "worker " + std::to_string(id) + " stalled: " + line;
             }
-            long in_pool_without_rows = 0;
-            for (const auto& [name, seq] : final_seq_)
-                in_pool_without_rows += by_name.count(name) == 0 && seq != 0;
-            report_.check(problems.empty() && in_pool_without_rows == 0 && handovers > 0,
-                          "every checkpointed sequence continues without a gap or repeat: " +
-                              std::to_string(by_name.size()) + " resources, " + std::to_string(rows_.size()) +
-                              " rows, " + std::to_string(handovers) +
-                              " handovers to a new holder, each resuming from the checkpoint; every "
-                              "resource's checkpoint equals its last row",
-                          problems);
-        }
-        // 4. After each change: owned again within the bound, balanced within 3 intervals.
         std::map<std::string, std::vector<long long>> delays;  // per kind: freed resources' reassignment
         std::map<std::string, std::vector<long long>> balance;
         for (std::size_t k = 0; k < changes_.size(); ++k) {
             const Change& c = changes_[k];
             const long long next = k + 1 < changes_.size() ? begins(changes_[k + 1]) : end_us_;
+            const auto stall = stalls.lower_bound(c.effective_us - options_.tick_ms * 1000LL);
             const Window w = sweep(c.effective_us, next);
             // What needs a new owner: the departed session's grants that lasted
             // until it ended, and the resources an operator added.
@@ -1388,9 +1510,6 @@ private:
             }
             const std::string kind = kind_name(c.kind) + (c.kind == Kind::kill ? (c.bound_kill ? "-bound" : "-unbound")
                                                                                 : std::string());
-            delays[kind].insert(delays[kind].end(), freed.begin(), freed.end());
-            if (w.balanced_after >= 0)
-                balance[kind].push_back(w.balanced_after);
             const long long worst = freed.empty() ? 0 : *std::max_element(freed.begin(), freed.end());
             const long long bound = 3LL * options_.tick_ms * 1000;
             const bool ok = worst <= c.owned_bound_us && never == 0 && w.balanced_after >= 0 &&
@@ -1401,10 +1520,18 @@ private:
                         " (bound " + ms_text(c.owned_bound_us) + "), ";
             what += std::string("all owned and balanced (spread <= 1) after ") +
                     (w.balanced_after >= 0 ? ms_text(w.balanced_after) : "never") + " (bound " + ms_text(bound) + ")";
+            if (stall != stalls.end() && stall->first < next) {
+                report_.check(true, what + " # SKIP " + stall->second);
+                continue;
+            }
+            delays[kind].insert(delays[kind].end(), freed.begin(), freed.end());
+            if (w.balanced_after >= 0)
+                balance[kind].push_back(w.balanced_after);
             report_.check(ok, what,
                           "window " + ms_text(next - c.effective_us) + "; " + std::to_string(never) +
                               " resources never owned again; last unsettled instant " + w.detail);
         }
+        std::cout << "# figure unplanned session losses (host stalls): " << stalls.size() << "\n";
         report_.check(cli_failures_.empty(), "pg_lease pool remove/put of the operator changes succeeded",
                       cli_failures_);
 
@@ -1423,6 +1550,7 @@ private:
         std::cout << "# figure totals: " << last_id_ << " worker processes, " << sessions_.size() << " sessions, "
                   << changes_.size() << " changes, " << grants << " grants, " << rows_.size()
                   << " fenced rows in " << (end_us_ - watch_from_us_) / 1000000 << " s of changes\n";
+        self_test();
     }
 
     int finish()
@@ -1451,12 +1579,107 @@ private:
     std::map<std::string, long long> final_seq_;
 };
 
+// ============================================================ claim latency
+
+// bench/pools: `clients` sessions (one thread and connection each) first hold
+// `hold` resources of `pool` each (claim repeatedly, up to 1000 per call), then
+// for `seconds` each claims one more resource (claim with max 1) and releases it
+// again, so that the pool's free count stays where it was. Prints the claim
+// latencies as seen by the client. With --rollback, each claim runs in a
+// transaction that is rolled back instead: its execution without the commit
+// (and its WAL flush).
+int claim_bench_main(int argc, char** argv)
+{
+    std::string pool;
+    int clients = 8, seconds = 10;
+    bool rollback = false;
+    long hold = 0;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i], value = argv[i + 1];
+        if (flag == "--pool")
+            pool = value;
+        else if (flag == "--clients")
+            clients = std::stoi(value);
+        else if (flag == "--seconds")
+            seconds = std::stoi(value);
+        else if (flag == "--hold")
+            hold = std::stol(value);
+        else if (flag == "--rollback")
+            rollback = value == "1";
+        else
+            return 2;
+    }
+    std::vector<std::vector<long long>> latencies(clients);
+    std::vector<std::string> errors(clients);
+    std::vector<long> held(clients, 0);
+    std::atomic<int> filled{0};
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c)
+        threads.emplace_back([&, c] {
+            Connection conn("application_name=claim-bench-" + std::to_string(c));
+            const auto fail = [&](const std::string& what, const Outcome& o) {
+                errors[c] = what + ": " + (o.ok() ? "no row" : o.message());
+                ++filled;
+            };
+            const Outcome opened = conn.execute("SELECT lease.session_open($1, '1 hour')", {"claimer-" + std::to_string(c)});
+            if (!opened.ok() || !opened.get())
+                return fail("session_open", opened);
+            const std::string session = *opened.get();
+            // A claim skips the rows concurrent claimers are taking: while all
+            // fill at once, one may come back empty; it tries again.
+            for (int empty = 0; held[c] < hold;) {
+                const Outcome o = conn.execute("SELECT count(*) FROM lease.claim($1, $2::bigint, $3)",
+                                               {pool, session, std::to_string(std::min(1000L, hold - held[c]))});
+                if (!o.ok() || (to_ll(o.get(), 0) == 0 && ++empty > 100))
+                    return fail("filling", o);
+                held[c] += to_ll(o.get(), 0);
+                if (to_ll(o.get(), 0) == 0)
+                    std::this_thread::sleep_for(Millis(10));
+            }
+            ++filled;
+            while (filled.load() < clients)
+                std::this_thread::sleep_for(Millis(10));
+            const auto end = Clock::now() + std::chrono::seconds(seconds);
+            while (Clock::now() < end) {
+                if (rollback && !conn.execute("BEGIN").ok())
+                    return fail("BEGIN", Outcome());
+                const auto start = Clock::now();
+                const Outcome o = conn.execute("SELECT name, token FROM lease.claim($1, $2::bigint, 1)", {pool, session});
+                latencies[c].push_back(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+                if (!o.ok())
+                    return fail("claim", o);
+                if (rollback) {
+                    if (!conn.execute("ROLLBACK").ok())
+                        return fail("ROLLBACK", o);
+                } else if (o.rows() == 1 &&
+                           !conn.execute("SELECT lease.lease_release($1, $2::bigint)", {o.value(0, 0), o.value(0, 1)}).ok()) {
+                    return fail("lease_release", o);
+                }
+            }
+        });
+    for (std::thread& t : threads)
+        t.join();
+    std::vector<long long> all;
+    for (int c = 0; c < clients; ++c) {
+        if (!errors[c].empty()) {
+            std::cout << "claim-bench: client " << c << ": " << errors[c] << std::endl;
+            return 1;
+        }
+        all.insert(all.end(), latencies[c].begin(), latencies[c].end());
+    }
+    std::printf("%s\t%d\t%zu\t%.3f\t%.3f\t%.3f\t%.1f\n", rollback ? "claim_rollback" : "claim", clients, all.size(), percentile(all, 0.5) / 1000.0,
+                percentile(all, 0.99) / 1000.0, all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()) / 1000.0,
+                all.size() / static_cast<double>(seconds));
+    return 0;
+}
+
 int usage()
 {
     std::cerr << "usage: fleet worker --id N --bind 0|1 --log FILE [--ttl-ms MS --tick-ms MS --claim-ms MS]\n"
                  "       fleet run --log-dir DIR [--setup] [--long] [--seconds S] [--scenario fleet|bench]\n"
                  "                 [--workers N] [--resources N] [--rounds N] [--pg-lease PATH] [--tap-offset N]\n"
-                 "                 [--seed N]\n";
+                 "                 [--seed N]\n"
+                 "       fleet claim-bench --pool P --hold N [--clients 8] [--seconds 10]\n";
     return 2;
 }
 
@@ -1469,6 +1692,8 @@ int main(int argc, char** argv)
     const std::string mode = argv[1];
     if (mode == "worker")
         return worker_main(argc, argv);
+    if (mode == "claim-bench")
+        return claim_bench_main(argc, argv);
     if (mode != "run")
         return usage();
     RunOptions options;

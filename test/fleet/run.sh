@@ -158,6 +158,17 @@ expect "-d before pool; the removed resource is gone from the counts" 0 \
     "{\"pool\":\"ops\",\"resources\":3,\"held\":1,\"free\":2,\"owners\":[{\"owner\":\"ops-a\",\"session\":$a,\"held\":1}]}"
 sql -c "SELECT lease.session_close($a)" >/dev/null
 
+# One claim of many resources hands each one's state over intact (a state
+# detoasted into memory that claim's SPI frees would come back as garbage or
+# crash the backend).
+sql -c "SELECT count(lease.pool_put('many', 'many:' || g, jsonb_build_object('seq', g))) FROM generate_series(1, 300) g" >/dev/null
+s=$(sql -c "SELECT lease.session_open('many', '1 hour')")
+got=$(sql -c "SELECT count(*) || ' ' || count(*) FILTER (WHERE c.state = jsonb_build_object('seq', substr(c.name, 6)::int))
+                FROM lease.claim('many', $s) AS c" 2>&1)
+report "$([ "$got" = "300 300" ] && echo 0 || echo 1)" "one claim of 300 resources returns each one's checkpointed state" \
+    "claimed, intact: $got"
+wait_until 60 sql -c 'SELECT lease.session_close('"$s"')' >/dev/null  # a crash above: wait for the restart
+
 # ------------------------------------------------------------------ the fleet
 createdb fleet
 export PGDATABASE=fleet
