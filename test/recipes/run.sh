@@ -16,7 +16,8 @@
 #      after its TTL, the old leader's writes are fenced.
 #
 # Usage: test/recipes/run.sh [--full]
-#   default: 20,000 messages (about 1 minute in all); --full: 100,000 messages.
+#   default: 20,000 messages (2-3 minutes in all on a loaded 2-core machine);
+#   --full: 100,000 messages (about 3 more minutes).
 #   RECIPES_MESSAGES=N overrides the count.
 # Installs python3-psycopg if missing. Needs pg_lease with --idempotency-key
 # (PG_LEASE overrides the path, default PostgreSQL's bindir).
@@ -371,7 +372,7 @@ recipe_leader() {
                                  at timestamptz NOT NULL DEFAULT clock_timestamp());
         CREATE TRIGGER leader_log_fence BEFORE INSERT OR UPDATE OR DELETE ON leader_log
             FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('leader');" >/dev/null
-    LEADER_TTL=3
+    LEADER_TTL=5
     for node in a b c; do
         $PYTHON "$RECIPES/leader.py" "node-$node" --ttl "$LEADER_TTL" >"$WORK/leader.$node.log" 2>&1 &
         BG_PIDS+=("$!")
