@@ -289,7 +289,7 @@ pg_lease run host:web1 --idempotency-key op_7f3a:web1:restart -- sh "$WORK/effec
 report $? "another command under a used key is refused (LF002, exit 1) without running" "exit $rc, stderr: $err"
 
 # In progress elsewhere (under another lease name, so the key decides): exit 75.
-slow_command=(sh -c 'echo started >"$WORK/slow.started"; sleep 2; echo slow >>"$WORK/effects"')
+slow_command=(sh -c 'echo started >"$WORK/slow.started"; sleep 6; echo slow >>"$WORK/effects"')
 "$PG_LEASE" run host:web2 --ttl 3s --idempotency-key op:slow -- "${slow_command[@]}" >/dev/null 2>"$WORK/slow.err" &
 slow=$!
 BG_PIDS+=("$slow")
