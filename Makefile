@@ -63,7 +63,8 @@ uninstall-pg_lease:
 # Unit tests of pg_lease's pure logic (GoogleTest).
 CLI_UNIT_TEST = test/unit/cli_test
 CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_codes.cpp src/cli/json.cpp \
-	src/cli/lease_event.cpp src/cli/lease_history.cpp src/cli/lease_status.cpp src/cli/text_table.cpp
+	src/cli/idempotent_run.cpp src/cli/lease_event.cpp src/cli/lease_history.cpp src/cli/lease_status.cpp \
+	src/cli/output_capture.cpp src/cli/text_table.cpp
 $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
 	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 

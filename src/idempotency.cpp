@@ -112,18 +112,17 @@ Datum idempotency_begin(FunctionCallInfo fcinfo)
         return static_cast<Datum>(0);
     }
 
+    // The key's lease may also be held outside the key (lease_acquire of the
+    // same name), or waited for: then the key is in progress too, exactly as
+    // lease_acquire would not take it.
     const LeaseState lease = read_latest(key);
     TimestampTz expiry;
     int64 bound_session;
     const bool live = grant_live(lease, now, &expiry, &bound_session);
-    if (state.found && strcmp(state.status, "running") == 0 && live && lease.token == state.token) {
+    if (live || waiters_queued(key)) {
         LockRelease(&fence, ExclusiveLock, false);
         return_begin_row(fcinfo, "in_progress", 0, nullptr);
         return static_cast<Datum>(0);
-    }
-    if (live && !caller_acts_for(lease.role)) {
-        LockRelease(&fence, ExclusiveLock, false);
-        require_acting_for(lease.role, "lease", key);
     }
     const GrantRequest request = {key, owner, duration_interval(ttl), ttl, 0};
     const int64 token = grant_locked(request, lease, live, now);

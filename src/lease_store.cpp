@@ -515,12 +515,36 @@ int64 first_int8()
     return DatumGetInt64(result_value(0, 1, &isnull));
 }
 
-// A copy of a text result that outlives SPI_finish.
+// The memory context of the caller of the current lease query, where
+// results that outlive SPI_finish are copied.
+MemoryContext caller_memory = nullptr;
+
+// A detoasted copy of a varlena result in the caller's memory context, so
+// that it outlives SPI_finish (a result may be compressed or stored out of
+// line: detoasting it in SPI's own context would leave a dangling copy).
+Datum result_copy(SPITupleTable* table, uint64 row, int column, bool* isnull)
+{
+    const Datum value = SPI_getbinval(table->vals[row], table->tupdesc, column, isnull);
+    if (*isnull)
+        return static_cast<Datum>(0);
+    const MemoryContext spi_memory = MemoryContextSwitchTo(caller_memory);
+    struct varlena* copy = PG_DETOAST_DATUM_COPY(value);
+    MemoryContextSwitchTo(spi_memory);
+    return PointerGetDatum(copy);
+}
+
 text* result_text(uint64 row, int column)
 {
     bool isnull;
-    const Datum value = result_value(row, column, &isnull);
-    return isnull ? nullptr : DatumGetTextPP(SPI_datumTransfer(value, false, -1));
+    const Datum value = result_copy(SPI_tuptable, row, column, &isnull);
+    return isnull ? nullptr : DatumGetTextPP(value);
+}
+
+Jsonb* result_jsonb(SPITupleTable* table, uint64 row, int column)
+{
+    bool isnull;
+    const Datum value = result_copy(table, row, column, &isnull);
+    return isnull ? nullptr : DatumGetJsonbP(value);
 }
 
 // The lease functions run as their caller; only their own fixed queries on
@@ -532,6 +556,7 @@ text* result_text(uint64 row, int column)
 struct CallerIdentity {
     Oid user;
     int security_context;
+    MemoryContext memory;  // the caller's caller_memory, restored at finish
 };
 
 // The extension's relations, looked up by name once per backend rather than
@@ -612,6 +637,8 @@ CallerIdentity connect_as_lease_owner()
 {
     CallerIdentity caller;
     GetUserIdAndSecContext(&caller.user, &caller.security_context);
+    caller.memory = caller_memory;
+    caller_memory = CurrentMemoryContext;
     SetUserIdAndSecContext(lease_relations().leases_owner,
                            caller.security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
     if (SPI_connect() != SPI_OK_CONNECT)
@@ -623,6 +650,7 @@ void finish_as_caller(const CallerIdentity& caller)
 {
     if (SPI_finish() != SPI_OK_FINISH)
         elog(ERROR, "lease: SPI_finish failed");
+    caller_memory = caller.memory;
     SetUserIdAndSecContext(caller.user, caller.security_context);
 }
 
@@ -1203,10 +1231,8 @@ PoolResource* store_pool_candidates(const text* pool, const int64* ended, int en
         SPITupleTable* rows = i < free_count ? free_rows : orphaned_rows;
         const uint64 row = i < free_count ? i : i - free_count;
         bool isnull;
-        resources[i].name = DatumGetTextPP(SPI_datumTransfer(
-            SPI_getbinval(rows->vals[row], rows->tupdesc, 1, &isnull), false, -1));
-        resources[i].state = DatumGetJsonbP(SPI_datumTransfer(
-            SPI_getbinval(rows->vals[row], rows->tupdesc, 2, &isnull), false, -1));
+        resources[i].name = DatumGetTextPP(result_copy(rows, row, 1, &isnull));
+        resources[i].state = result_jsonb(rows, row, 2);
     }
     finish_as_caller(caller);
     return resources;
@@ -1266,8 +1292,7 @@ KeyState store_key_read(const text* key)
         state.status = TextDatumGetCString(result_value(0, 2, &isnull));
         const Datum token = result_value(0, 3, &isnull);
         state.token = isnull ? 0 : DatumGetInt64(token);
-        const Datum result = result_value(0, 4, &isnull);
-        state.result = isnull ? nullptr : DatumGetJsonbP(SPI_datumTransfer(result, false, -1));
+        state.result = result_jsonb(SPI_tuptable, 0, 4);
         const Datum finished_at = result_value(0, 5, &isnull);
         state.finished_at = isnull ? 0 : DatumGetTimestampTz(finished_at);
     }

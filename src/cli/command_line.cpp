@@ -9,7 +9,8 @@ namespace pg_lease {
 const char* const usage_text = R"(pg_lease: leases, fencing tokens and fenced writes from the shell (the lease extension).
 
 Usage:
-  pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--bind] [--] COMMAND [ARGS...]
+  pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--bind]
+               [--idempotency-key KEY [--verify SHELL-COMMAND]] [--] COMMAND [ARGS...]
   pg_lease acquire NAME [--ttl 20s] [--wait 0] [--owner ID] [--json]
   pg_lease heartbeat NAME TOKEN [--ttl DURATION] [--json]
   pg_lease release NAME TOKEN [--json]
@@ -26,8 +27,9 @@ Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
 Durations: 500ms, 20s, 2m, 1h, 1d or sums like 1m30s.
 Exit codes: 0 success, 1 error, 64 usage, 69 connection failed, 75 not acquired,
-79 lease lost; run exits with COMMAND's status (128+N if killed by signal N);
-watch runs until SIGINT or SIGTERM and then exits 0.
+79 lease lost, 80 not verified; run exits with COMMAND's status (128+N if killed
+by signal N), or the stored one when KEY has completed already; watch runs until
+SIGINT or SIGTERM and then exits 0.
 See docs/cli.md.
 )";
 
@@ -42,6 +44,8 @@ enum OptionFlag : unsigned {
     json_flag = 32,
     bind_flag = 64,
     limit_flag = 128,
+    idempotency_key_flag = 256,
+    verify_flag = 512,
 };
 
 struct CommandSpec {
@@ -55,7 +59,8 @@ struct CommandSpec {
 const std::vector<CommandSpec>& command_specs()
 {
     static const std::vector<CommandSpec> specs = {
-        {"run", Command::run, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag | bind_flag},
+        {"run", Command::run, {"NAME"},
+         dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag | bind_flag | idempotency_key_flag | verify_flag},
         {"acquire", Command::acquire, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | json_flag},
         {"heartbeat", Command::heartbeat, {"NAME", "TOKEN"}, dbname_flag | ttl_flag | json_flag},
         {"release", Command::release, {"NAME", "TOKEN"}, dbname_flag | json_flag},
@@ -76,9 +81,16 @@ struct OptionSpec {
 };
 
 const OptionSpec option_specs[] = {
-    {"--dbname", dbname_flag, true}, {"--ttl", ttl_flag, true},     {"--wait", wait_flag, true},
-    {"--owner", owner_flag, true},   {"--grace", grace_flag, true}, {"--json", json_flag, false},
-    {"--bind", bind_flag, false},    {"--limit", limit_flag, true},
+    {"--dbname", dbname_flag, true},
+    {"--ttl", ttl_flag, true},
+    {"--wait", wait_flag, true},
+    {"--owner", owner_flag, true},
+    {"--grace", grace_flag, true},
+    {"--json", json_flag, false},
+    {"--bind", bind_flag, false},
+    {"--limit", limit_flag, true},
+    {"--idempotency-key", idempotency_key_flag, true},
+    {"--verify", verify_flag, true},
 };
 
 Milliseconds duration_option(const std::string& option, const std::string& value)
@@ -123,6 +135,16 @@ void set_option(Options& options, const OptionSpec& spec, const std::string& val
         options.limit = parse_positive_integer(value);
         if (!options.limit)
             throw UsageError("invalid --limit \"" + value + "\" (expected a positive integer)");
+        break;
+    case idempotency_key_flag:
+        if (value.empty())
+            throw UsageError("--idempotency-key must not be empty");
+        options.idempotency_key = value;
+        break;
+    case verify_flag:
+        if (value.empty())
+            throw UsageError("--verify must not be empty");
+        options.verify = value;
         break;
     }
 }
@@ -245,6 +267,8 @@ Options parse_command_line(const std::vector<std::string>& args)
             throw UsageError("run needs a COMMAND to run after NAME");
         if (!wait_given)
             options.wait = default_run_wait;
+        if (options.verify && !options.idempotency_key)
+            throw UsageError("--verify needs --idempotency-key (it decides whether the key completes)");
         check_run_timing(options);
     }
     return options;

@@ -28,6 +28,8 @@ struct Options {
     std::optional<std::int64_t> limit;      // history: only the newest this many
     bool json = false;
     std::vector<std::string> command_line;  // run
+    std::optional<std::string> idempotency_key;  // run
+    std::optional<std::string> verify;           // run, with idempotency_key: a shell command
 };
 
 inline constexpr Milliseconds default_ttl = std::chrono::seconds(20);

@@ -14,6 +14,8 @@ inline constexpr int usage = 64;               // EX_USAGE
 inline constexpr int connection_failed = 69;   // EX_UNAVAILABLE
 inline constexpr int not_acquired = 75;        // EX_TEMPFAIL: someone else holds the lease
 inline constexpr int lease_lost = 79;          // the lease ended while we relied on it
+// run --idempotency-key --verify: the command succeeded, its verification did not.
+inline constexpr int not_verified = 80;
 
 // What a shell reports for a child's wait status: the exit status, or 128 + the
 // number of the signal that killed it.

@@ -3,6 +3,7 @@
 #include "async_session.hpp"
 #include "event_loop.hpp"
 #include "exit_codes.hpp"
+#include "idempotent_run.hpp"
 #include "queries.hpp"
 #include "timing.hpp"
 
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 
 namespace pg_lease {
 
@@ -23,6 +25,9 @@ namespace {
 
 // The longest pg_lease waits to release the lease once the command has ended.
 constexpr Milliseconds max_release_wait = std::chrono::seconds(5);
+// The longest it waits for the rest of a command's output (--idempotency-key)
+// from processes that left its process group with the pipe.
+constexpr Milliseconds max_output_wait = std::chrono::seconds(1);
 
 std::string duration_text(BootClock::duration duration)
 {
@@ -44,9 +49,13 @@ public:
     {
         if (const auto failed = acquire())
             return *failed;
-        start_command();
+        if (options_.idempotency_key) {
+            if (const auto answered = begin_key())
+                return *answered;
+        }
+        start_command(options_.command_line);
         supervise();
-        return finish();
+        return options_.idempotency_key ? finish_key() : finish();
     }
 
 private:
@@ -215,13 +224,20 @@ private:
         session_id_.reset();
     }
 
-    void start_command()
+    void start_command(const std::vector<std::string>& command_line)
     {
         setenv("LEASE_NAME", options_.name.c_str(), 1);
         setenv("LEASE_TOKEN", token_.c_str(), 1);
         setenv("LEASE_OWNER", options_.owner->c_str(), 1);
+        if (options_.idempotency_key) {
+            setenv("LEASE_IDEMPOTENCY_KEY", options_.idempotency_key->c_str(), 1);
+            setenv("LEASE_IDEMPOTENCY_TOKEN", key_token_.c_str(), 1);
+            capture_ = std::make_unique<OutputCapture>();
+        }
+        command_ = 0;
+        command_status_.reset();
         std::vector<char*> argv;
-        for (const std::string& arg : options_.command_line)
+        for (const std::string& arg : command_line)
             argv.push_back(const_cast<char*>(arg.c_str()));
         argv.push_back(nullptr);
 
@@ -238,6 +254,8 @@ private:
             if (getppid() != supervisor)
                 _exit(exit_code::lease_lost);
             sigprocmask(SIG_SETMASK, &loop_.mask_before(), nullptr);
+            if (capture_)
+                capture_->redirect_in_child();
             execvp(argv[0], argv.data());
             const int error = errno;
             std::fprintf(stderr, "pg_lease: cannot run %s: %s\n", argv[0], std::strerror(error));
@@ -246,6 +264,8 @@ private:
         // Also here: the group must exist before the first signal, whichever process runs first.
         setpgid(child, child);
         command_ = child;
+        if (capture_)
+            capture_->start();
     }
 
     void lose(const std::string& why, BootTime terminate_at, BootTime kill_at)
@@ -316,10 +336,111 @@ private:
     // lease was not revoked); "t" when the lease is still held.
     CallResult renew(BootTime deadline)
     {
+        if (!key_token_.empty())
+            return renew_with_key(deadline);
         if (options_.bind)
             return database_.call(sql::session_keepalive, {session_id_, interval_literal(ttl_), options_.name, token_},
                                  deadline);
         return database_.call(sql::heartbeat, {options_.name, token_, std::nullopt}, deadline);
+    }
+
+    // --idempotency-key: the same, and the key's execution in the same call;
+    // "t" only if both are still held.
+    CallResult renew_with_key(BootTime deadline)
+    {
+        if (options_.bind)
+            return database_.call(sql::session_keepalive_with_key,
+                                  {session_id_, interval_literal(ttl_), options_.name, token_, options_.idempotency_key,
+                                   key_token_},
+                                  deadline);
+        return database_.call(sql::heartbeat_with_key,
+                              {options_.name, token_, std::nullopt, options_.idempotency_key, key_token_}, deadline);
+    }
+
+    std::string key_text() const { return "idempotency key \"" + *options_.idempotency_key + "\""; }
+
+    // Releases the lease when the command has ended or will not run.
+    bool release_after_command() { return release(std::min(BootClock::now() + max_release_wait, last_success_ + ttl_)); }
+
+    // Nothing when the key's execution has started; otherwise, with the lease
+    // released, the exit code: the stored one of a completed key, 75 for one in
+    // progress elsewhere.
+    std::optional<int> begin_key()
+    {
+        const CallResult result = database_.call(
+            sql::idempotency_begin,
+            {options_.idempotency_key, request_fingerprint(options_.command_line, options_.verify), options_.owner,
+             interval_literal(ttl_)},
+            last_success_ + timing_.terminate_after());
+        const auto begun = result.ok() && result.value ? parse_begin_row(*result.value) : std::nullopt;
+        if (begun && begun->status == KeyBegin::Status::started) {
+            key_token_ = begun->token;
+            if (termination_signal_ == 0)
+                return std::nullopt;
+            releasing_ = true;  // stopping: these calls must not be cut short for the signal
+            record_key_outcome(false, JsonObject().string("error", "pg_lease was stopped before the command started").str());
+        }
+        int code = exit_code::error;
+        if (termination_signal_ != 0) {
+            code = 128 + termination_signal_;
+        } else if (!result.ok()) {
+            warn(result.message);
+            code = result.status == CallResult::Status::sql_error ? exit_code::error : exit_code::connection_failed;
+        } else if (!begun) {
+            warn("unexpected answer from lease.idempotency_begin: " + result.value.value_or("NULL"));
+        } else if (begun->status == KeyBegin::Status::completed) {
+            std::cout << begun->result << std::endl;
+            warn(key_text() + " has completed already: the command is not run again; its stored result is on stdout");
+            code = begun->exit_status.value_or(exit_code::ok);
+        } else if (begun->status == KeyBegin::Status::failed) {
+            std::cout << begun->result << std::endl;
+            warn(key_text() + " has failed for good: the command is not run again; the stored error is on stdout");
+        } else {
+            warn(key_text() + " not begun: another execution of it is in progress");
+            code = exit_code::not_acquired;
+        }
+        release_after_command();
+        return code;
+    }
+
+    // Ends the key's execution: completes it with `result`, or fails it
+    // (retryable). Nothing when that is recorded; otherwise the exit code.
+    std::optional<int> record_key_outcome(bool completed, const std::string& result)
+    {
+        const std::vector<Param> params = {options_.idempotency_key, key_token_, result};
+        // Whether the execution is still this one is the server's to say (the
+        // fence), even after a freeze past the TTL: ask it, for at most 5 s.
+        const BootTime deadline = BootClock::now() + max_release_wait;
+        const std::string wanted = completed ? "completed" : "retryable";
+        bool answer_lost = false;
+        while (true) {
+            const CallResult recorded =
+                database_.call(completed ? sql::idempotency_complete : sql::idempotency_fail, params, deadline);
+            if (recorded.ok())
+                return std::nullopt;
+            if (recorded.status == CallResult::Status::sql_error) {
+                const CallResult state =
+                    database_.call(sql::idempotency_status, {options_.idempotency_key, key_token_}, deadline);
+                // After a lost answer, an earlier attempt may have been recorded.
+                if (answer_lost && state.ok() && state.value == wanted)
+                    return std::nullopt;
+                if (state.ok() && state.value == "running" && completed) {
+                    // Still this execution's, so the result itself was refused: fail the key with why.
+                    warn("could not complete " + key_text() + ": " + recorded.message);
+                    record_key_outcome(false, JsonObject().string("error", "the result was refused: " + recorded.message).str());
+                    return exit_code::error;
+                }
+                warn(key_text() + " lost: " + recorded.message);
+                return exit_code::lease_lost;
+            }
+            if (BootClock::now() >= deadline) {
+                warn("could not record the outcome of " + key_text() + ": " + recorded.message +
+                     "; it is taken over when its TTL has passed");
+                return exit_code::connection_failed;
+            }
+            answer_lost = true;
+            loop_.wait(BootClock::now() + timing_.retry_interval());
+        }
     }
 
     // A bound session ends with its connection, so its connection is watched
@@ -358,6 +479,46 @@ private:
         return result.ok() && (options_.bind ? result.value != "0" : result.value == "t");
     }
 
+    // After COMMAND with --idempotency-key: runs --verify if COMMAND succeeded,
+    // then completes the key, or fails it (retryable), releases the lease.
+    int finish_key()
+    {
+        if (lost_)
+            return exit_code::lease_lost;
+        const int status = exit_code::for_wait_status(*command_status_);
+        capture_->finish(max_output_wait);
+        JsonObject result = command_outcome(status, capture_->stdout_tail(), capture_->stderr_tail());
+        std::optional<std::string> failure;
+        int code = status;
+        if (status != 0) {
+            failure = "the command exited with status " + std::to_string(status);
+        } else if (options_.verify) {
+            start_command({"/bin/sh", "-c", *options_.verify});
+            supervise();
+            if (lost_)
+                return exit_code::lease_lost;
+            const int verified = exit_code::for_wait_status(*command_status_);
+            capture_->finish(max_output_wait);
+            result.raw("verify", command_outcome(verified, capture_->stdout_tail(), capture_->stderr_tail())
+                                     .string("command", *options_.verify)
+                                     .str());
+            if (verified != 0) {
+                failure = "the verification exited with status " + std::to_string(verified);
+                code = exit_code::not_verified;
+            }
+        }
+        if (failure) {
+            warn(key_text() + " failed (retryable): " + *failure);
+            result.string("error", *failure);
+        }
+        releasing_ = true;  // the command has ended: calls are no longer cut short for it
+        if (const auto unrecorded = record_key_outcome(!failure, result.str()))
+            code = *unrecorded;
+        if (code != exit_code::lease_lost && !release_after_command())
+            warn(lease_text() + " was not released: it was no longer held when the command ended");
+        return code;
+    }
+
     int finish()
     {
         if (lost_)
@@ -375,6 +536,8 @@ private:
 
     std::string token_;
     std::optional<std::string> session_id_;  // --bind: the session's id
+    std::string key_token_;                  // --idempotency-key: the execution's token
+    std::unique_ptr<OutputCapture> capture_;  // --idempotency-key: the running command's output
     BootTime last_success_;  // when the last acquire or heartbeat that succeeded was sent
     pid_t command_ = 0;
     std::optional<int> command_status_;

@@ -2,10 +2,12 @@
 #include "command_line.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"
+#include "idempotent_run.hpp"
 #include "json.hpp"
 #include "lease_event.hpp"
 #include "lease_history.hpp"
 #include "lease_status.hpp"
+#include "output_capture.hpp"
 #include "text_table.hpp"
 #include "timing.hpp"
 
@@ -189,7 +191,7 @@ TEST(CommandLine, UsageErrorsAreOneLine)
 TEST(ExitCodes, AreDistinct)
 {
     const std::vector<int> codes = {exit_code::ok, exit_code::error, exit_code::usage, exit_code::connection_failed,
-                                    exit_code::not_acquired, exit_code::lease_lost};
+                                    exit_code::not_acquired, exit_code::lease_lost, exit_code::not_verified};
     for (std::size_t i = 0; i < codes.size(); ++i)
         for (std::size_t j = i + 1; j < codes.size(); ++j)
             EXPECT_NE(codes[i], codes[j]);
@@ -425,6 +427,106 @@ TEST(LeaseStatus, Table)
               "NAME     OWNER    TOKEN  STATE  EXPIRES IN\n"
               "billing  host:12  7      held   12.345s\n"
               "a        -        7      free   -\n");
+}
+
+TEST(CommandLine, RunWithAnIdempotencyKey)
+{
+    const Options options =
+        parse({"run", "host:web1", "--idempotency-key", "op_7f3a:web1:restart", "--verify", "test -f /done", "--",
+               "systemctl", "restart", "nginx"});
+    EXPECT_EQ(options.name, "host:web1");
+    EXPECT_EQ(options.idempotency_key, "op_7f3a:web1:restart");
+    EXPECT_EQ(options.verify, "test -f /done");
+    EXPECT_EQ(options.command_line, (std::vector<std::string>{"systemctl", "restart", "nginx"}));
+    EXPECT_EQ(parse({"run", "job", "--idempotency-key=k", "true"}).verify, std::nullopt);
+    EXPECT_EQ(parse({"run", "job", "true"}).idempotency_key, std::nullopt);
+    EXPECT_EQ(usage_error({"run", "job", "--verify", "true", "true"}),
+              "--verify needs --idempotency-key (it decides whether the key completes)");
+    EXPECT_EQ(usage_error({"run", "job", "--idempotency-key", "", "true"}), "--idempotency-key must not be empty");
+    EXPECT_EQ(usage_error({"run", "job", "--idempotency-key", "k", "--verify=", "true"}), "--verify must not be empty");
+    EXPECT_EQ(usage_error({"acquire", "job", "--idempotency-key", "k"}), "--idempotency-key does not apply to acquire");
+}
+
+TEST(Utf8, KeepsValidTextAndReplacesTheRest)
+{
+    EXPECT_EQ(valid_utf8("plain\n\ttext"), "plain\n\ttext");
+    EXPECT_EQ(valid_utf8("Z\xC3\xBCrich \xE2\x9C\x93 \xF0\x9F\x98\x80"), "Z\xC3\xBCrich \xE2\x9C\x93 \xF0\x9F\x98\x80");
+    const std::string fffd = "\xEF\xBF\xBD";
+    EXPECT_EQ(valid_utf8(std::string("a\0b", 3)), "a" + fffd + "b");
+    EXPECT_EQ(valid_utf8("\xFF"), fffd);
+    EXPECT_EQ(valid_utf8("\xC3"), fffd);                           // cut short
+    EXPECT_EQ(valid_utf8("\xC0\xAF"), fffd + fffd);                // overlong '/'
+    EXPECT_EQ(valid_utf8("\xE0\x80\xAF"), fffd + fffd + fffd);     // overlong
+    EXPECT_EQ(valid_utf8("\xED\xA0\x80"), fffd + fffd + fffd);     // a surrogate
+    EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
+    EXPECT_EQ(valid_utf8("\x80x"), fffd + "x");
+}
+
+TEST(OutputTail, KeepsTheLastBytesOnCharacterBoundaries)
+{
+    OutputTail tail(8);
+    tail.append("hello");
+    EXPECT_EQ(tail.text(), "hello");
+    EXPECT_FALSE(tail.truncated());
+    tail.append(" world");
+    EXPECT_EQ(tail.total_bytes(), 11u);
+    EXPECT_TRUE(tail.truncated());
+    EXPECT_EQ(tail.text(), "lo world");
+    // "é" is two bytes: a cut through it drops its second half.
+    OutputTail accents(5);
+    accents.append("\xC3\xA9\xC3\xA9\xC3\xA9");
+    EXPECT_EQ(accents.text(), "\xC3\xA9\xC3\xA9");
+    // Many small writes: still exactly the last bytes.
+    OutputTail many(100);
+    std::string all;
+    for (int i = 0; i < 10000; ++i) {
+        const std::string line = std::to_string(i) + "\n";
+        many.append(line);
+        all += line;
+    }
+    EXPECT_EQ(many.text(), all.substr(all.size() - 100));
+    EXPECT_EQ(many.total_bytes(), all.size());
+}
+
+TEST(IdempotentRun, FingerprintIsTheRequest)
+{
+    EXPECT_EQ(request_fingerprint({"sh", "-c", "echo \"hi\""}, std::nullopt),
+              R"({"command":["sh","-c","echo \"hi\""],"verify":null})");
+    EXPECT_EQ(request_fingerprint({"restart"}, std::string("test -f x")), R"({"command":["restart"],"verify":"test -f x"})");
+    EXPECT_NE(request_fingerprint({"a b"}, std::nullopt), request_fingerprint({"a", "b"}, std::nullopt));
+}
+
+TEST(IdempotentRun, ParsesBeginRows)
+{
+    const auto started = parse_begin_row("started 42 - null");
+    ASSERT_TRUE(started);
+    EXPECT_EQ(started->status, KeyBegin::Status::started);
+    EXPECT_EQ(started->token, "42");
+    const auto completed = parse_begin_row(R"(completed - 3 {"stdout": "a b c", "exit_status": 3})");
+    ASSERT_TRUE(completed);
+    EXPECT_EQ(completed->status, KeyBegin::Status::completed);
+    EXPECT_EQ(completed->exit_status, 3);
+    EXPECT_EQ(completed->result, R"({"stdout": "a b c", "exit_status": 3})");
+    EXPECT_EQ(parse_begin_row("completed - 0 {}")->exit_status, 0);
+    EXPECT_EQ(parse_begin_row("completed - - {}")->exit_status, std::nullopt);
+    EXPECT_EQ(parse_begin_row("completed - 256 {}")->exit_status, std::nullopt);
+    EXPECT_EQ(parse_begin_row("completed - 1.5 {}")->exit_status, std::nullopt);
+    EXPECT_EQ(parse_begin_row("in_progress - - null")->status, KeyBegin::Status::in_progress);
+    EXPECT_EQ(parse_begin_row(R"(failed - - {"error": "x"})")->status, KeyBegin::Status::failed);
+    EXPECT_EQ(parse_begin_row("started - - null"), std::nullopt);
+    EXPECT_EQ(parse_begin_row("maybe 1 - null"), std::nullopt);
+    EXPECT_EQ(parse_begin_row("started 1"), std::nullopt);
+}
+
+TEST(IdempotentRun, OutcomeJson)
+{
+    OutputTail out(4);
+    out.append("abcdef");
+    OutputTail err;
+    err.append(std::string("x\0y", 3));
+    EXPECT_EQ(command_outcome(0, out, err).str(),
+              "{\"exit_status\":0,\"stdout\":\"cdef\",\"stdout_bytes\":6,\"stdout_truncated\":true,"
+              "\"stderr\":\"x\xEF\xBF\xBDy\",\"stderr_bytes\":3,\"stderr_truncated\":false}");
 }
 
 }  // namespace
