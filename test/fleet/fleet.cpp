@@ -748,7 +748,7 @@ private:
 
     // Long enough for the 3-interval balance bound to be observed before the
     // next change.
-    void settle_pause() { pause(3 * options_.tick_ms + 600); }
+    void settle_pause() { pause(3 * options_.tick_ms + 300); }
 
     // Sleeps until the server clock passes `us`.
     void sleep_until_server(long long us)
@@ -1509,18 +1509,25 @@ private:
                     for (const Grant& g : list)
                         if (g.session == c.gone_session && g.end >= sessions_[c.gone_session].end)
                             orphans.push_back({name, c.effective_us});
+            // (An added resource is timed from the end of the operator's
+            // change: while more removes and puts follow, the shares shift.)
             if (c.kind == Kind::pool)
                 for (const auto& [name, span] : pool_names_)
                     if (span.first >= c.acted_us && span.first < next)
-                        orphans.push_back({name, span.first});
+                        orphans.push_back({name, std::max(span.first, c.effective_us)});
             std::vector<long long> freed;
             long never = 0;
             for (const auto& [name, since] : orphans) {
                 const Grant* taker = nullptr;
-                for (const Grant& g : grants_[name])
+                bool owned = false;  // an added resource may have been claimed before the change ended
+                for (const Grant& g : grants_[name]) {
+                    owned = owned || (c.kind == Kind::pool && g.start <= since && since < g.end);
                     if (g.start >= since && (!taker || g.start < taker->start))
                         taker = &g;
-                if (taker)
+                }
+                if (owned)
+                    freed.push_back(0);
+                else if (taker)
                     freed.push_back(taker->start - since);
                 else if (in_pool(name, end_us_))
                     ++never;
