@@ -4,6 +4,7 @@
 //
 //   fleet worker --id N --bind 0|1 --log FILE [--ttl-ms 3000 --tick-ms 1000 --claim-ms 500]
 //   fleet run --log-dir DIR [--setup] [--long] [--scenario fleet|bench] ...
+//   fleet claim-bench --pool P --hold N ...   (bench/pools: claim latency)
 //
 // A worker is one process with one libpq connection, the loop of
 // docs/recipe-fleet.md: it opens a session (3 s TTL, bound to its connection or
@@ -13,10 +14,11 @@
 // lease.fence_trigger('{resource}'), in one transaction -- then keeps its
 // session alive; every claim interval (0.5 s), and at once when a lease event
 // says something was freed, it releases lease.surplus() and calls lease.claim().
-// Work comes before the keepalive, as in a worker whose traffic does not wait
-// for its heartbeat: after a pause (SIGSTOP) it writes under its old tokens
-// before it learns that its session has ended, which is the zombie the fence
-// must stop. SIGTERM makes it call session_close and exit.
+// The writes of a tick are pipelined in batches, and an event is answered
+// between batches. Work comes before the keepalive, as in a worker whose
+// traffic does not wait for its heartbeat: after a pause (SIGSTOP) it writes
+// under its old tokens before it learns that its session has ended, which is
+// the zombie the fence must stop. SIGTERM makes it call session_close and exit.
 //
 // `run` (the conductor) starts workers as child processes and changes the
 // fleet: SIGKILL of a bound and of an unbound worker, SIGSTOP past the TTL then
@@ -34,9 +36,14 @@
 //     rejected with LF001 (client side);
 //   * per resource, the checkpointed sequence runs 1, 2, ..., n in fleet_log
 //     with no gap or repeat, and the state in lease.pool_resources is n;
-//   * after each change, every resource is owned again within the bound and
-//     the spread between the most and least loaded live session is <= 1 within
-//     3 keepalive intervals, and stays so until the next change.
+//   * after each change, every resource is owned again within the bound (the
+//     claim interval + 1 s) and the spread between the most and least loaded
+//     live session is <= 1 within 3 keepalive intervals, and stays so until
+//     the next change. A window in which a worker's session expired although
+//     nobody stopped it (the machine did not run it for a TTL) proves nothing
+//     about timing: its check is skipped, saying so. A session that ended
+//     although it was kept alive within its TTL fails the worker.
+// Finally it forges one violation of each kind and checks that the checks fail.
 // Prints TAP-style lines, figures, and "fleet: N passed, N failed".
 #include "../common/pq.hpp"
 
@@ -1558,6 +1565,8 @@ private:
                               " resources never owned again; last unsettled instant " + w.detail);
         }
         std::cout << "# figure unplanned session losses (host stalls): " << stalls.size() << "\n";
+        for (const auto& [at, what] : stalls)
+            std::cout << "#   at +" << ms_text(at - watch_from_us_) << ": " << what << "\n";
         report_.check(cli_failures_.empty(), "pg_lease pool remove/put of the operator changes succeeded",
                       cli_failures_);
 
