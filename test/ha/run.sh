@@ -17,8 +17,9 @@
 #     (Patroni's use_proxies), and the other nodes replicate from it through
 #     its relay (its connect_address). Cutting a relay cuts that link only.
 # The extension is created on the primary with a fenced table, ha_ledger
-# (lease.fence_trigger('{lease_name}')), and a test-only witness trigger that
-# records, for each row, the lease's token and expiry as the fence saw them.
+# (lease.fence_trigger('{lease_name}')), and test-only triggers that record,
+# for each row, when its fence check started and the lease's token and expiry
+# right after it passed.
 #
 # Each scenario runs the workload of test/ha/ha_client.cpp through a libpq
 # multi-host string with target_session_attrs=read-write (6 workers acquiring,
@@ -29,6 +30,8 @@
 # the workload run on, heals the fault and waits until the old primary is back
 # as a replica. Faults:
 #   kill9       kill -9 of the primary's postmaster
+#   crash       kill -9 of the primary's Patroni and postmaster together (the
+#               machine dies; the leader key expires after ttl)
 #   stop        SIGTERM to the primary's Patroni (stops PostgreSQL, hands over)
 #   switchover  patronictl switchover to a standby (the synchronous one in
 #               synchronous mode)
@@ -39,7 +42,9 @@
 #   lagging     like diverge, but the primary writes 3 MB alone, more than
 #               maximum_lag_on_failover
 # Checks after each: the expected outcome (failover to another node, to the
-# synchronous standby in synchronous mode, or a restart in place); no stale
+# synchronous standby in synchronous mode, or a restart in place); the old
+# primary acknowledged its last write before the first grant was sent to the
+# new one (never two primaries at once); no stale
 # write accepted (every ledger row carries the token the fence saw as current
 # and live; every zombie write rejected with LF001); tokens strictly increase
 # from each timeline to the next, and each timeline's tokens span less than
@@ -52,10 +57,11 @@
 # had diverged.
 #
 #   default   synchronous mode, kill9 (about 1.5 min on two cores, 3 at most)
-#   --full    synchronous: kill9 stop switchover etcd-cut diverge;
-#             asynchronous: kill9 stop switchover etcd-cut diverge lagging;
-#             Patroni's default primary_start_timeout (300 s): kill9.
-#             About 10 min.
+#   --full    synchronous: kill9 crash stop switchover etcd-cut diverge;
+#             asynchronous: kill9 crash stop switchover etcd-cut diverge lagging;
+#             with Patroni's defaults (ttl 30, loop_wait 10, retry_timeout 10,
+#             primary_start_timeout 300), synchronous: kill9 crash.
+#             About 12 min.
 # HA_KEEP=1 keeps the temporary directory (logs of every node and client).
 #
 # Prints TAP-style lines, "# figure: ..." lines and "ha: N passed, N failed".
@@ -332,27 +338,35 @@ CREATE TABLE ha_ledger (
     seq           bigint NOT NULL,
     lease_name    text   NOT NULL,
     fence_token   bigint,
-    -- Filled in by ha_witness, after the fence passed: the lease as the fence saw it.
-    granted_token bigint,
-    lease_expires timestamptz,
-    checked_at    timestamptz,
+    -- Test-only witnesses (triggers fire in name order):
+    fence_started timestamptz,  -- ha_1_clock, just before the fence
+    granted_token bigint,       -- ha_3_witness, just after it: the lease's token
+    lease_expires timestamptz,  --   and expiry
     server_port   int,
     UNIQUE (scenario, worker, seq)
 );
-CREATE TRIGGER a_fence BEFORE INSERT OR UPDATE OR DELETE ON ha_ledger
+CREATE FUNCTION ha_clock() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.fence_started := clock_timestamp();
+    RETURN NEW;
+END $$;
+CREATE TRIGGER ha_1_clock BEFORE INSERT ON ha_ledger FOR EACH ROW EXECUTE FUNCTION ha_clock();
+CREATE TRIGGER ha_2_fence BEFORE INSERT OR UPDATE OR DELETE ON ha_ledger
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}');
--- Fires after a_fence (triggers fire in name order). The fence holds off any
--- new grant of the lease until this transaction ends, so the token read here
--- is the one current when the row commits.
+-- Once the fence has passed, no new grant or revoke of the lease can commit
+-- until this transaction ends: the token read here is the one current when
+-- the row commits. A release or an expiry may still come after the fence,
+-- but then expires_at stays later than the fence's check, and so later than
+-- fence_started. A row whose token differs, or whose lease had expired
+-- before the fence started, is a stale write the fence let through.
 CREATE FUNCTION ha_witness() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     SELECT l.token, l.expires_at INTO NEW.granted_token, NEW.lease_expires
       FROM lease.leases AS l WHERE l.name = NEW.lease_name;
-    NEW.checked_at := clock_timestamp();
     NEW.server_port := inet_server_port();
     RETURN NEW;
 END $$;
-CREATE TRIGGER b_witness BEFORE INSERT ON ha_ledger FOR EACH ROW EXECUTE FUNCTION ha_witness();
+CREATE TRIGGER ha_3_witness BEFORE INSERT ON ha_ledger FOR EACH ROW EXECUTE FUNCTION ha_witness();
 -- Filler for the lagging scenario.
 CREATE TABLE ha_filler (id bigserial PRIMARY KEY, pad text);
 -- 'accepted', or the SQLSTATE the fence raised.
@@ -431,6 +445,11 @@ grant_after() {
     awk -F'|' -v f="$2" -v v="$3" '$f + 0 > v + 0 { print $8 "|" $5 "|" $6 }' "$1/grants.csv" 2>/dev/null | sort -n | head -n 1
 }
 has_grant_after() { [ -n "$(grant_after "$@")" ]; }
+# longest_pause DIR FROM TO: the longest time (ms) without an acknowledged write, from FROM to TO.
+longest_pause() {
+    { echo "$2"; awk -F'|' -v a="$2" -v b="$3" '$6 + 0 > a + 0 && $6 + 0 < b + 0 { print $6 }' "$1/writes.csv"; echo "$3"; } |
+        sort -n | awk 'NR > 1 && $1 - last > gap { gap = $1 - last } { last = $1 } END { print gap + 0 }'
+}
 # warmed_up DIR: the workload and pg_lease's command have written.
 warmed_up() { [ "$(count_lines "$1/writes.csv")" -ge 40 ] && [ -s "$1/cli.token" ] && [ -s "$1/cli.writes" ]; }
 
@@ -448,8 +467,9 @@ replication_cut() {
 # One scenario: MODE (sync|async) and FAULT; EXPECT is failover or in-place.
 # ======================================================================
 scenario() {
-    local mode=$1 fault=$2 expect=$3
-    local name="$mode $fault" dir=$WORK/$mode-$fault
+    local mode=$1 fault=$2 expect=$3 settings=${4:-}
+    local name="$mode $fault${settings:+ ($settings)}" id=$mode-$fault${settings:+-$settings}
+    local dir=$WORK/$id
     mkdir -p "$dir"
     echo "# --- $name ---"
 
@@ -461,8 +481,8 @@ scenario() {
     old=$(leader)
     old_tl=$(timeline_of_leader)
     standby=$(sync_standby)
-    start_client "$dir" "$mode-$fault"
-    start_cli "$dir" "$mode-$fault"
+    start_client "$dir" "$id"
+    start_cli "$dir" "$id"
     if ! wait_until 60 warmed_up "$dir"; then
         report 1 "$name: the workload runs before the fault" "$(tail -n 5 "$dir/events.log" "$dir/cli.err" 2>&1)"
         stop_process client 10
@@ -472,11 +492,17 @@ scenario() {
     sleep 1
 
     # ---- the fault ----
-    local t_fault t_cut lsn_old_end='' extra=''
+    local t_fault t_cut='' lsn_old_end='' extra=''
     case $fault in
-        kill9 | defaults-kill9)
+        kill9)
             t_fault=$(now_ms)
             kill -KILL "$(postmaster_pid "$old")"
+            ;;
+        crash)
+            t_fault=$(now_ms)
+            kill -KILL "${PID[patroni_$old]}" "$(postmaster_pid "$old")"
+            wait "${PID[patroni_$old]}" 2>/dev/null
+            unset "PID[patroni_$old]"
             ;;
         stop)
             t_fault=$(now_ms)
@@ -487,7 +513,7 @@ scenario() {
             [ -n "$candidate" ] || candidate=$(members | awk -v l="$old" '$1 != l { print $1; exit }')
             t_fault=$(now_ms)
             ctl switchover --leader "$old" --candidate "$candidate" --force >"$dir/switchover.log" 2>&1
-            extra=" to $candidate"
+            extra=" (planned, to $candidate)"
             ;;
         etcd-cut)
             t_fault=$(now_ms)
@@ -526,28 +552,52 @@ scenario() {
             "$dir/events.log" | sort -n | head -n 1)
         figure "$name: fault -> first connection to the new primary (port $new_port): $(seconds_between "$t_fault" "${t_connect:-0}") s, -> first grant there (timeline $new_tl): $(seconds_between "$t_fault" "$t_first") s"
     fi
-    # Let the workload run on the new primary, and pg_lease heartbeat there.
-    sleep 7
+    if [ -n "$t_cut" ]; then
+        figure "$name: while the standbys were cut off, acknowledged writes paused for at most $(seconds_between 0 "$(longest_pause "$dir" "$t_cut" "$t_fault")") s"
+    fi
+
+    # Let the workload run on the new primary, and pg_lease heartbeat there;
+    # the old primary may meanwhile come back by itself.
+    local t_healthy='' t_heal='' watch_until=$((SECONDS + 7))
+    while [ $SECONDS -lt $watch_until ]; do
+        case $fault in kill9 | switchover) ;; *) break ;; esac
+        if [ -z "$t_healthy" ] && healthy "$mode"; then t_healthy=$(now_ms); fi
+        sleep 0.5
+    done
+    while [ $SECONDS -lt $watch_until ]; do sleep 0.2; done
+    local t_write
+    t_write=$(awk -F'|' -v t="$t_fault" -v p="$new_port" '$6 + 0 > t + 0 && $5 == p { print $6 }' "$dir/writes.csv" | sort -n | head -n 1)
+    figure "$name: fault -> first acknowledged write on the new primary: $(seconds_between "$t_fault" "${t_write:-0}") s"
 
     # ---- heal ----
     case $fault in
-        stop) start_patroni "$old" ;;
+        stop | crash) start_patroni "$old" ;;
         etcd-cut) kill -USR2 "${PID[etcd_relay_$old]}" ;;
         diverge | lagging) kill -USR2 "${PID[repl_relay_$old]}" ;;
     esac
+    case $fault in stop | crash | etcd-cut | diverge | lagging) t_heal=$(now_ms) ;; esac
     local new
-    if wait_until 240 healthy "$mode"; then
+    if [ -n "$t_healthy" ] || wait_until 240 healthy "$mode"; then
+        [ -n "$t_healthy" ] || t_healthy=$(now_ms)
         new=$(leader)
-        report 0 "$name: the old primary $old is back as a replica of $new on timeline $(timeline_of_leader)"
-        figure "$name: fault -> cluster healthy again: $(seconds_between "$t_fault" "$(now_ms)") s"
+        if [ "$expect" = in-place ]; then
+            report 0 "$name: the cluster is healthy again: $new primary on timeline $(timeline_of_leader), both standbys streaming"
+        else
+            report 0 "$name: the old primary $old is back as a replica of $new on timeline $(timeline_of_leader)"
+        fi
+        if [ -n "$t_heal" ]; then
+            figure "$name: healed -> cluster healthy again: $(seconds_between "$t_heal" "$t_healthy") s"
+        else
+            figure "$name: fault -> cluster healthy again: $(seconds_between "$t_fault" "$t_healthy") s"
+        fi
     else
         new=$(leader)
-        report 1 "$name: the old primary $old is back as a replica" "$(members; tail -n 30 "$WORK/$old/patroni.log")"
+        report 1 "$name: the cluster is healthy again, the old primary $old a replica" "$(members; tail -n 30 "$WORK/$old/patroni.log")"
     fi
 
     # ---- the expected outcome ----
     if [ "$expect" = failover ]; then
-        check "$name: failover from $old to $new$extra (new timeline $new_tl after $old_tl)" "$(members)" \
+        check "$name: failover from $old to $new$extra, new timeline $new_tl after $old_tl" "$(members)" \
             [ -n "$new" -a "$new" != "$old" -a "${new_tl:-0}" -gt "$old_tl" -a "$new_port" = "${PG_PORT[$new]:-}" ]
         if [ "$mode" = sync ]; then
             check "$name: the new primary $new was the synchronous standby at the fault ($standby)" "" [ "$new" = "$standby" ]
@@ -555,6 +605,15 @@ scenario() {
     else
         check "$name: no failover: $old was restarted in place (timeline $old_tl -> ${new_tl:-?})" "$(members; tail -n 30 "$WORK/$old/patroni.log")" \
             [ "$new" = "$old" -a "$new_port" = "${PG_PORT[$old]}" ]
+    fi
+    if [ "$expect" = failover ] && [ -n "$first" ]; then
+        # No two primaries at once: the old primary acknowledged its last
+        # write before the first grant was even sent to the new one.
+        local last_old first_new
+        last_old=$(awk -F'|' -v p="${PG_PORT[$old]}" '$5 == p { print $6 }' "$dir/writes.csv" | sort -n | tail -n 1)
+        first_new=$(awk -F'|' -v tl="$old_tl" '$6 + 0 > tl + 0 { print $7 }' "$dir/grants.csv" | sort -n | head -n 1)
+        check "$name: no two primaries at once: $old acknowledged its last write $(seconds_between "$t_fault" "${last_old:-0}") s after the fault, $(seconds_between "${last_old:-0}" "${first_new:-0}") s before the first grant was sent to $new" \
+            "" [ "${last_old:-0}" -lt "${first_new:-0}" ]
     fi
     if [ "$fault" = diverge ] && [ "$expect" = failover ]; then
         local rewind
@@ -567,7 +626,7 @@ scenario() {
     if [ "$new" != "$old" ]; then
         local out
         out=$(node_sql "$old" -c "INSERT INTO ha_ledger (scenario, worker, seq, lease_name, fence_token)
-                                   VALUES ('$mode-$fault', 'old-primary', 1, 'ha:w1', 1)" 2>&1)
+                                   VALUES ('$id', 'old-primary', 1, 'ha:w1', 1)" 2>&1)
         check "$name: a write on the old primary $old, now a replica, is refused (read-only)" "$out" \
             grep -q 'read-only transaction' <<<"$out"
     fi
@@ -603,15 +662,15 @@ scenario() {
         local expired=${cli_state##*|} late_writes
         late_writes=$(acked_cli_writes_after "$dir" "${expired:-0}")
         if [ "${cli_alive:-0}" -lt "${expired:-0}" ]; then
-            check "$name: pg_lease run lost the lease and stopped its command (exit $cli_rc) $(seconds_between "$cli_alive" "$expired") s before the lease expired on $new" \
-                "lease row: $cli_state; $(cat "$dir/cli.err")" [ "$cli_rc" = 79 ]
+            report 0 "$name: pg_lease run lost the lease and stopped its command $(seconds_between "$cli_alive" "$expired") s before the lease expired on $new"
         else
             # Asynchronous replication can lose the last heartbeats: the lease
             # then ends earlier on the new primary than pg_lease could know,
             # and the fence must stop the command's writes.
-            check "$name: pg_lease run lost the lease (exit $cli_rc); its command outlived the lease on $new by $(seconds_between "$expired" "$cli_alive") s, so its last heartbeat was lost (asynchronous), and none of its writes after the expiry was accepted ($late_writes)" \
-                "lease row: $cli_state; $(cat "$dir/cli.err")" [ "$cli_rc" = 79 -a "$mode" = async -a "$late_writes" = 0 ]
+            check "$name: pg_lease run lost the lease; its command outlived the lease on $new by $(seconds_between "$expired" "$cli_alive") s, so its last heartbeat was lost (asynchronous), and none of its writes after the expiry was accepted ($late_writes)" \
+                "lease row: $cli_state; $(cat "$dir/cli.err")" [ "$mode" = async -a "$late_writes" = 0 ]
         fi
+        check "$name: pg_lease run exits 79 (lease lost)" "exit $cli_rc; $(cat "$dir/cli.err")" [ "$cli_rc" = 79 ]
         figure "$name: pg_lease stopped its command $(seconds_between "$t_fault" "$cli_alive") s after the fault (ttl ${CLI_TTL}s)"
     fi
     stop_process client 20
@@ -621,10 +680,12 @@ scenario() {
     # ---- no stale write accepted ----
     local stale
     stale=$(rw_sql -c "SELECT count(*) || '|' || count(*) FILTER (WHERE fence_token IS DISTINCT FROM granted_token
-                                                                    OR checked_at >= lease_expires)
-                          FROM ha_ledger WHERE scenario = '$mode-$fault'" 2>&1)
+                                                                    OR lease_expires <= fence_started)
+                          FROM ha_ledger WHERE scenario = '$id'" 2>&1)
     check "$name: no stale write accepted: each of the ${stale%%|*} rows in the ledger carries the current, live token the fence saw (stale: ${stale##*|})" \
-        "$stale" [ "${stale##*|}" = 0 -a "${stale%%|*}" -gt 0 ]
+        "$stale; $(rw_sql -c "SELECT * FROM ha_ledger WHERE scenario = '$id'
+                                  AND (fence_token IS DISTINCT FROM granted_token OR lease_expires <= fence_started)" 2>&1)" \
+        [ "${stale##*|}" = 0 -a "${stale%%|*}" -gt 0 ]
     local zombies rejected
     zombies=$(count_lines "$dir/zombies.csv")
     rejected=$(awk -F'|' '$5 == "LF001"' "$dir/zombies.csv" | wc -l)
@@ -637,7 +698,7 @@ scenario() {
     lost=$(sql_with_logs "$dir/writes.csv" "$WRITE_COLUMNS" "
         SELECT count(*) FROM seen AS s
          WHERE NOT EXISTS (SELECT FROM ha_ledger AS l
-                            WHERE l.scenario = '$mode-$fault' AND l.worker = s.client AND l.seq = s.seq)" 2>&1)
+                            WHERE l.scenario = '$id' AND l.worker = s.client AND l.seq = s.seq)" 2>&1)
     if [ "$mode" = sync ]; then
         check "$name: no acknowledged write lost ($lost of $acked)" "" [ "$lost" = 0 ]
     else
@@ -656,7 +717,7 @@ scenario() {
         on_old=$(sql_on_node_with_logs "$old" "$dir/writes.csv" "$WRITE_COLUMNS" "
             SELECT count(*) FROM seen AS s
              WHERE NOT EXISTS (SELECT FROM ha_ledger AS l
-                                WHERE l.scenario = '$mode-$fault' AND l.worker = s.client AND l.seq = s.seq)" 2>&1)
+                                WHERE l.scenario = '$id' AND l.worker = s.client AND l.seq = s.seq)" 2>&1)
         check "$name: the rewound old primary $old no longer has them either (missing there: $on_old)" "" [ "$on_old" = "$lost" ]
     fi
 
@@ -719,7 +780,7 @@ tokens_check() {
 }
 
 # ======================================================================
-echo "# work directory $WORK; ports $BASE..$((BASE + 28))"
+echo "# work directory $WORK; ports $BASE..$((BASE + 28)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if ! start_etcd; then
     report 1 "3 etcd members start" "$(tail -n 20 "$WORK"/etcd*/etcd.log)"
     report_summary ha
@@ -739,6 +800,7 @@ figure "cluster up after $((SECONDS - start_seconds)) s (including the build)"
 
 scenario sync kill9 failover
 if [ "$FULL" = 1 ]; then
+    scenario sync crash failover
     scenario sync stop failover
     scenario sync switchover failover
     scenario sync etcd-cut failover
@@ -747,14 +809,17 @@ if [ "$FULL" = 1 ]; then
     scenario sync diverge in-place
     set_dcs synchronous_mode=false
     scenario async kill9 failover
+    scenario async crash failover
     scenario async stop failover
     scenario async switchover failover
     scenario async etcd-cut failover
     scenario async diverge failover
     scenario async lagging in-place
-    set_dcs synchronous_mode=true primary_start_timeout=300
-    scenario sync defaults-kill9 in-place
+    # Patroni's defaults.
+    set_dcs synchronous_mode=true ttl=30 loop_wait=10 retry_timeout=10 primary_start_timeout=300
+    scenario sync kill9 in-place defaults
+    scenario sync crash failover defaults
 fi
 
-echo "# $((SECONDS - start_seconds)) s"
+echo "# $((SECONDS - start_seconds)) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 report_summary ha
