@@ -19,7 +19,8 @@
 //
 // Storm clients (s1..sN) model many clients that reconnect at the same
 // moment: each keeps a connection and acquires its own lease ("ha:sK") at
-// once whenever it has (re)connected.
+// once whenever it has (re)connected, in a transaction that commits 300 ms
+// later.
 //
 // All clients retry connecting every 100 ms. Connecting through a multi-host
 // string to a freshly promoted primary takes each client a different time,
@@ -32,7 +33,7 @@
 // Logs in --log-dir, one line per event, flushed at once ("|"-separated;
 // times are milliseconds since the Unix epoch, so run.sh can compare them
 // with the moment it injected a fault):
-//   grants.csv   kind|client|lease|token|server_port|timeline|sent_ms|received_ms
+//   grants.csv   kind|client|lease|token|server_port|timeline|sent_ms|received_ms|committed_ms
 //   writes.csv   client|seq|lease|token|server_port|received_ms|zombie   (COMMIT acknowledged)
 //   zombies.csv  client|seq|lease|token|outcome|ms   (outcome: LF001, accepted, or what failed)
 //   events.log   ms|client|what   (connection losses, reconnects, lost leases, unexpected errors)
@@ -214,9 +215,10 @@ protected:
     struct Grant {
         long long token;
         Clock::time_point sent;
+        std::string line;  // for grants.csv, without the commit time
     };
 
-    // Acquires this client's lease; logs and returns the grant.
+    // Acquires this client's lease (in the open transaction, if any).
     std::optional<Grant> acquire(const char* kind)
     {
         const Clock::time_point sent = Clock::now();
@@ -231,9 +233,15 @@ protected:
             event("lease_acquire returned NULL");
             return std::nullopt;
         }
-        grants_log.line(join(kind, name_, lease_, *token, o.value(0, 1), o.value(0, 2), str(wall_ms_of(sent)),
-                             str(wall_ms())));
-        return Grant{std::stoll(*token), sent};
+        return Grant{std::stoll(*token), sent,
+                     join(kind, name_, lease_, *token, o.value(0, 1), o.value(0, 2), str(wall_ms_of(sent)),
+                          str(wall_ms()))};
+    }
+
+    // Logs a grant; committed_ms is when its COMMIT was acknowledged, empty if it was not.
+    static void log_grant(const Grant& grant, const std::string& committed_ms)
+    {
+        grants_log.line(grant.line + "|" + committed_ms);
     }
 
     const std::string name_;
@@ -262,6 +270,7 @@ public:
             }
             if (!held_) {
                 if (const std::optional<Grant> grant = acquire("worker")) {
+                    log_grant(*grant, str(wall_ms()));  // autocommit: it committed before it returned
                     held_ = Held{grant->token, grant->sent + trust(), grant->sent + heartbeat_interval(),
                                  Clock::now() + Millis(random(1000, 4000)), Clock::now()};
                 } else if (conn_) {
@@ -385,7 +394,7 @@ public:
             if (!conn_) {
                 if (!connect())
                     break;
-                acquire("storm");
+                acquire_in_transaction();
                 continue;
             }
             const Outcome o = conn_->execute("SELECT 1");
@@ -394,6 +403,31 @@ public:
             else
                 sleep_until(Clock::now() + Millis(100));
         }
+    }
+
+private:
+    // The grant commits 300 ms after it was made, as when a client acquires
+    // at the start of a transaction that does some work: until then, the row
+    // that logs a new token epoch is not committed either, and every other
+    // client's first grant of the epoch races with it.
+    void acquire_in_transaction()
+    {
+        const Outcome begin = conn_->execute("BEGIN");
+        if (!begin.ok()) {
+            failed(begin, "BEGIN");
+            return;
+        }
+        const std::optional<Grant> grant = acquire("storm");
+        if (!grant) {
+            if (conn_)
+                conn_->execute("ROLLBACK");
+            return;
+        }
+        std::this_thread::sleep_for(Millis(300));
+        const Outcome commit = conn_->execute("COMMIT");
+        log_grant(*grant, commit.ok() ? str(wall_ms()) : "");
+        if (!commit.ok())
+            failed(commit, "COMMIT");
     }
 };
 
