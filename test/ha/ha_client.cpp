@@ -19,16 +19,16 @@
 //
 // Storm clients (s1..sN) model many clients that reconnect at the same
 // moment: each keeps a connection and acquires its own lease ("ha:sK") at
-// once whenever it has (re)connected, in a transaction that commits 300 ms
-// later.
+// once whenever it has (re)connected, in a transaction that commits 2 s
+// later, as a client that acquires at the start of a unit of work would.
+// Until then the row that logs a new token epoch stays uncommitted too, so
+// every client that makes its first grant of the epoch meanwhile races with
+// it: clients that lost their connections together get through to a freshly
+// promoted primary up to a second apart.
 //
-// All clients retry connecting every 100 ms. Connecting through a multi-host
-// string to a freshly promoted primary takes each client a different time,
-// so clients that lost their connections together get through up to a
-// second apart. To make the worst case for the first grants of a new token
-// epoch certain, reconnections come in waves: the first client to get
-// through opens a wave that closes 300 ms later, and every client that gets
-// through before then sends its first call at that moment, all at once.
+// All clients retry connecting every 100 ms. A worker that has reconnected
+// waits 1 s before it acquires (it heartbeats and writes at once), so that
+// the first grants of a new epoch are the storm's.
 //
 // Logs in --log-dir, one line per event, flushed at once ("|"-separated;
 // times are milliseconds since the Unix epoch, so run.sh can compare them
@@ -74,10 +74,7 @@ struct Options {
 };
 
 const Millis retry_interval(100);
-const Millis wave_length(300);
 std::atomic<bool> stopping{false};
-// When the current wave of reconnections fires (nanoseconds of Clock).
-std::atomic<long long> wave_fires{0};
 
 long long wall_ms()
 {
@@ -99,17 +96,6 @@ bool sleep_until(Clock::time_point t)
         std::this_thread::sleep_for(std::min<Clock::duration>(Millis(20), t - Clock::now()));
     }
     return !stopping.load();
-}
-
-// Joins the open wave of reconnections, or opens one; sleeps until it fires.
-bool join_wave()
-{
-    const long long now = Clock::now().time_since_epoch().count();
-    long long fires = wave_fires.load();
-    while (fires <= now &&
-           !wave_fires.compare_exchange_weak(fires, now + Clock::duration(wave_length).count())) {
-    }
-    return sleep_until(Clock::time_point(Clock::duration(wave_fires.load())));
 }
 
 class Log {
@@ -178,8 +164,7 @@ protected:
 
     void event(const std::string& what) { events_log.line(join(str(wall_ms()), name_, what)); }
 
-    // (Re)connects every 100 ms until it succeeds or the run stops; then
-    // waits for its wave to fire.
+    // (Re)connects every 100 ms until it succeeds or the run stops.
     bool connect()
     {
         bool first = true;
@@ -194,7 +179,8 @@ protected:
                 event(std::string(ever_connected_ ? "reconnected" : "connected") + " to port " +
                       PQport(conn_->raw()));
                 ever_connected_ = true;
-                return join_wave();
+                connected_at_ = Clock::now();
+                return true;
             }
             conn_.reset();
         }
@@ -251,6 +237,7 @@ protected:
     std::mt19937 rng_;
     std::unique_ptr<Connection> conn_;
     bool ever_connected_ = false;
+    Clock::time_point connected_at_;
 };
 
 class Worker : public Client {
@@ -269,6 +256,10 @@ public:
                 continue;
             }
             if (!held_) {
+                if (now < connected_at_ + Millis(1000)) {
+                    sleep_until(connected_at_ + Millis(1000));
+                    continue;
+                }
                 if (const std::optional<Grant> grant = acquire("worker")) {
                     log_grant(*grant, str(wall_ms()));  // autocommit: it committed before it returned
                     held_ = Held{grant->token, grant->sent + trust(), grant->sent + heartbeat_interval(),
@@ -406,10 +397,7 @@ public:
     }
 
 private:
-    // The grant commits 300 ms after it was made, as when a client acquires
-    // at the start of a transaction that does some work: until then, the row
-    // that logs a new token epoch is not committed either, and every other
-    // client's first grant of the epoch races with it.
+    // The grant commits 2 s after it was made (see the top of the file).
     void acquire_in_transaction()
     {
         const Outcome begin = conn_->execute("BEGIN");
@@ -423,7 +411,7 @@ private:
                 conn_->execute("ROLLBACK");
             return;
         }
-        std::this_thread::sleep_for(Millis(300));
+        std::this_thread::sleep_for(Millis(2000));
         const Outcome commit = conn_->execute("COMMIT");
         log_grant(*grant, commit.ok() ? str(wall_ms()) : "");
         if (!commit.ok())
