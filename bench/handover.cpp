@@ -15,10 +15,12 @@
 //   expiry     --trials N --ttl-ms T
 //                           a holder stops heartbeating: time from the lease's
 //                           expires_at until a waiter holds it
-//   idle       --waiters N --seconds S --layout names|queue
+//   idle       --waiters N --seconds S --settle S --layout names|queue
 //                           N waiting backends (names: N held leases, one
 //                           waiter each; queue: N waiters on one held lease):
-//                           their CPU time and wakeups over S seconds, then
+//                           their CPU time and wakeups over S seconds once all
+//                           are asleep, and again from --settle seconds
+//                           (default 75) after that (steady state), then
 //                           the handover (names: one transaction releases
 //                           all N; queue: one release, then the rest are
 //                           cancelled)
@@ -571,15 +573,32 @@ CpuSample read_cpu(int pid)
     return CpuSample{run_ns / 1e6, slices};
 }
 
-CpuSample sum_cpu(const std::vector<int>& pids)
+std::vector<CpuSample> read_cpus(const std::vector<int>& pids)
 {
-    CpuSample sum;
-    for (int pid : pids) {
-        const CpuSample s = read_cpu(pid);
-        sum.cpu_ms += s.cpu_ms;
-        sum.timeslices += s.timeslices;
+    std::vector<CpuSample> samples;
+    for (int pid : pids)
+        samples.push_back(read_cpu(pid));
+    return samples;
+}
+
+// Over a window, from per-process samples before and after: CPU ms, times
+// scheduled in, and how many processes ran at all.
+struct CpuUse {
+    double cpu_ms = 0;
+    long long timeslices = 0;
+    int processes_run = 0;
+};
+
+CpuUse cpu_use(const std::vector<CpuSample>& before, const std::vector<CpuSample>& after)
+{
+    CpuUse use;
+    for (size_t i = 0; i < before.size(); ++i) {
+        use.cpu_ms += after[i].cpu_ms - before[i].cpu_ms;
+        use.timeslices += after[i].timeslices - before[i].timeslices;
+        if (after[i].timeslices != before[i].timeslices)
+            ++use.processes_run;
     }
-    return sum;
+    return use;
 }
 
 int parent_of(int pid)
@@ -604,7 +623,7 @@ std::string pid_array(const std::vector<int>& pids)
     return out + "}";
 }
 
-void run_idle(int count, int seconds, const std::string& layout)
+void run_idle(int count, int seconds, int settle_seconds, const std::string& layout)
 {
     const bool queue = layout == "queue";
     if (!queue && layout != "names")
@@ -647,8 +666,6 @@ void run_idle(int count, int seconds, const std::string& layout)
             throw Failure("the waiters never all went to sleep: " + must(*monitor, asleep, {pid_array(pids)}).get().value_or(""));
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-
     // The rest of the cluster: every other server process (the postmaster,
     // background processes, the holder), not the monitor that asks.
     std::vector<int> others;
@@ -659,15 +676,29 @@ void run_idle(int count, int seconds, const std::string& layout)
         others.push_back(std::stoi(activity.value(r, 0)));
     others.push_back(parent_of(pids.front()));
 
-    std::fprintf(stderr, "    idle (%s): %d waiters asleep, measuring %d s\n", layout.c_str(), count, seconds);
-    const CpuSample waiters0 = sum_cpu(pids), others0 = sum_cpu(others);
-    std::this_thread::sleep_for(std::chrono::seconds(seconds));
-    const CpuSample waiters1 = sum_cpu(pids), others1 = sum_cpu(others);
-    // "idle LAYOUT WAITERS SECONDS waiters_cpu_ms waiters_wakeups others_cpu_ms others_wakeups"
-    std::printf("idle\t%s\t%d\t%d\t%.3f\t%lld\t%.3f\t%lld\n", layout.c_str(), count, seconds,
-                waiters1.cpu_ms - waiters0.cpu_ms, waiters1.timeslices - waiters0.timeslices,
-                others1.cpu_ms - others0.cpu_ms, others1.timeslices - others0.timeslices);
-    std::fflush(stdout);
+    // Two windows: the first right after every waiter is asleep; the second,
+    // steady, settle_seconds later. In its first minute or so a waiter may be
+    // woken once by a SIGALRM of PostgreSQL's own timeouts armed around its
+    // connection (seen with strace: one per backend at most); it checks the
+    // lease once more and sleeps again.
+    const Steady::time_point asleep_at = Steady::now();
+    const auto measure = [&](const char* phase) {
+        std::fprintf(stderr, "    idle (%s): %d waiters asleep, measuring %d s (%s)\n", layout.c_str(), count,
+                     seconds, phase);
+        const std::vector<CpuSample> waiters0 = read_cpus(pids), others0 = read_cpus(others);
+        std::this_thread::sleep_for(std::chrono::seconds(seconds));
+        const std::vector<CpuSample> waiters1 = read_cpus(pids), others1 = read_cpus(others);
+        const CpuUse waiters_use = cpu_use(waiters0, waiters1), others_use = cpu_use(others0, others1);
+        // "idle LAYOUT PHASE WAITERS SECONDS waiters_cpu_ms waiters_wakeups
+        //  others_cpu_ms others_wakeups waiters_that_ran"
+        std::printf("idle\t%s\t%s\t%d\t%d\t%.3f\t%lld\t%.3f\t%lld\t%d\n", layout.c_str(), phase, count, seconds,
+                    waiters_use.cpu_ms, waiters_use.timeslices, others_use.cpu_ms, others_use.timeslices,
+                    waiters_use.processes_run);
+        std::fflush(stdout);
+    };
+    measure("first");
+    std::this_thread::sleep_until(asleep_at + std::chrono::seconds(settle_seconds));
+    measure("steady");
 
     std::vector<InFlight*> all;
     for (InFlight& f : flights)
@@ -806,7 +837,7 @@ int usage()
                  "       handover kill-bound --trials N\n"
                  "       handover kill-plain --trials N --ttl-ms T --batch B\n"
                  "       handover expiry --trials N --ttl-ms T\n"
-                 "       handover idle --waiters N --seconds S --layout names|queue\n"
+                 "       handover idle --waiters N --seconds S --settle S --layout names|queue\n"
                  "       handover keepalive --sizes 1,100,10000 --seconds S --rounds R\n");
     return 2;
 }
@@ -847,7 +878,7 @@ int main(int argc, char** argv)
         else if (mode == "expiry")
             run_expiry(number("trials", 200), number("ttl-ms", 200));
         else if (mode == "idle")
-            run_idle(number("waiters", 1000), number("seconds", 10),
+            run_idle(number("waiters", 1000), number("seconds", 10), number("settle", 75),
                      options.count("layout") ? options["layout"] : "names");
         else if (mode == "keepalive")
             run_keepalive(parse_sizes(options.count("sizes") ? options["sizes"] : "1,100,10000"), number("seconds", 3),
