@@ -19,6 +19,9 @@ Usage:
   pg_lease list [--json]
   pg_lease watch [PREFIX] [--json]
   pg_lease history NAME [--limit N] [--json]
+  pg_lease pool put POOL NAME [--state JSON] [--json]
+  pg_lease pool remove POOL NAME [--json]
+  pg_lease pool status POOL [--json]
 
 Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "pg.hpp"
+#include "pool_commands.hpp"
 #include "supervisor.hpp"
 #include "watch.hpp"
 
@@ -26,9 +27,12 @@ std::string default_owner(pid_t pid)
 int main(int argc, char** argv)
 {
     using namespace pg_lease;
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (is_pool_command(args))
+        return run_pool_command(args);
     Options options;
     try {
-        options = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+        options = parse_command_line(args);
     } catch (const UsageError& error) {
         std::cerr << "pg_lease: " << error.what() << " (see pg_lease --help)\n";
         return exit_code::usage;
