@@ -131,8 +131,6 @@ public:
             return 3;
         const Millis tick(options_.tick_ms), claim_interval(options_.claim_ms);
         Clock::time_point next_tick = Clock::now() + tick, next_claim = Clock::now();
-        const Clock::time_point never = Clock::time_point::max();
-        Clock::time_point event_claim = never;  // a claim an event asked for
         while (!terminate_requested) {
             Clock::time_point now = Clock::now();
             if (now >= next_tick) {
@@ -142,18 +140,20 @@ public:
                     return 3;
             }
             now = Clock::now();
-            if (now >= next_claim || now >= event_claim) {
+            if (now >= next_claim || now >= event_claim_) {
                 if (now >= next_claim)
                     next_claim = next_claim + claim_interval > now ? next_claim + claim_interval : now + claim_interval;
-                event_claim = never;
-                if (!service_claims())
+                const bool after_event = now >= event_claim_;
+                event_claims_ += after_event;
+                event_claim_ = no_claim;
+                if (!service_claims(after_event))
                     return 3;
             }
             if (failed_)
                 return 3;
-            const Clock::time_point wake = std::min({next_tick, next_claim, event_claim});
-            if (wait_for_events(wake) && event_claim == never)
-                event_claim = Clock::now() + Millis(20);  // let a burst of events arrive first
+            const Clock::time_point wake = std::min({next_tick, next_claim, event_claim_});
+            if (wait_for_events(wake) && event_claim_ == no_claim)
+                event_claim_ = Clock::now() + Millis(5);  // let a burst of events arrive first
         }
         const Outcome closed = conn_->execute("SELECT lease.session_close($1::bigint)", {std::to_string(session_)});
         if (!closed.ok())
@@ -277,9 +277,10 @@ private:
                 return;
             }
             // Work does not hold up a claim that an event asks for.
-            if (drain_notifications()) {
+            if (drain_notifications() || event_claim_ != no_claim) {
                 ++event_claims_;
-                if (!service_claims())
+                event_claim_ = no_claim;
+                if (!service_claims(true))
                     return;
             }
         }
@@ -335,19 +336,25 @@ private:
         return rejoin("keepalive returned false");
     }
 
-    // Releases the surplus, then claims until a claim grants nothing more (a
-    // claim skips rows that concurrent claimers are taking; they are free
-    // again once those claimers commit).
-    bool service_claims()
+    // Releases the surplus, then claims until a claim grants nothing more. A
+    // claim skips (and does not wait for) the rows concurrent claimers are
+    // taking, and each of those locks up to twice what it wants: when an event
+    // has woken every worker at once, a claim may come back empty although
+    // this worker is below its share; the rows are free again as soon as the
+    // others commit, so it tries a few more times.
+    bool service_claims(bool after_event)
     {
         if (!release_surplus())
             return false;
-        for (int round = 0; round < 8; ++round) {
+        for (int round = 0, empty = 0; round < 8; ++round) {
             const long before = granted_;
             if (!claim())
                 return false;
-            if (granted_ == before)
+            if (granted_ > before)
+                continue;
+            if (!after_event || ++empty > 6)
                 break;
+            std::this_thread::sleep_for(Millis(20));
         }
         return true;
     }
@@ -410,8 +417,6 @@ private:
             if (poll(&fd, 1, static_cast<int>(left)) > 0)
                 relevant = drain_notifications();
         }
-        if (relevant)
-            ++event_claims_;
         return relevant;
     }
 
@@ -438,6 +443,8 @@ private:
     bool failed_ = false;
     long writes_ = 0, write_rejected_ = 0, zombie_attempts_ = 0, zombie_rejected_ = 0, zombie_accepted_ = 0;
     long granted_ = 0, released_ = 0, sessions_ = 0, event_claims_ = 0;
+    static constexpr Clock::time_point no_claim = Clock::time_point::max();
+    Clock::time_point event_claim_ = no_claim;  // when to claim because an event said something was freed
 };
 
 int worker_main(int argc, char** argv)
@@ -506,6 +513,7 @@ struct Change {
     long long last_alive_us = 0;  // bound kill: the session's lock was last seen held then...
     long long first_dead_us = 0;  // ...and first seen gone then
     long long effective_us = 0;
+    long long joined_us = 0;      // deploy: when the replacement opened its session
     long long owned_bound_us = 0;
 };
 
@@ -937,9 +945,12 @@ private:
             if (std::system(remove.c_str()) != 0)
                 failures += remove + "\n";
             pool_names_[victim].second = server_now();
+            // In the pool from before the put: a claim may take it before the
+            // command has even returned.
+            const long long before_put = server_now();
             if (std::system(put.c_str()) != 0)
                 failures += put + "\n";
-            pool_names_[added] = {server_now(), forever};
+            pool_names_[added] = {before_put, forever};
         }
         cli_failures_ += failures;
         c.effective_us = server_now();  // the operator is done: the fleet adjusts from here
@@ -1159,8 +1170,11 @@ private:
                 c.effective_us = sessions_[c.gone_session].expires;
                 break;
             case Kind::close:
+                c.effective_us = sessions_[c.gone_session].closed;
+                break;
             case Kind::deploy:
                 c.effective_us = sessions_[c.gone_session].closed;
+                c.joined_us = sessions_[c.new_session].opened;
                 break;
             case Kind::add:
             case Kind::rejoin:
@@ -1219,7 +1233,9 @@ private:
         return unowned == 0 && balanced;
     }
 
-    Window sweep(long long from, long long to) const
+    // `from`..`to`: the window of one change; balance is timed from `since`
+    // (the replacement's start, in a deploy).
+    Window sweep(long long from, long long to, long long since) const
     {
         std::vector<const Grant*> grants;
         std::set<long long> instants = {from};
@@ -1255,7 +1271,7 @@ private:
             }
         }
         if (settled)
-            w.balanced_after = *settled - from;
+            w.balanced_after = std::max(0LL, *settled - since);
         return w;
     }
 
@@ -1483,7 +1499,8 @@ private:
             const Change& c = changes_[k];
             const long long next = k + 1 < changes_.size() ? begins(changes_[k + 1]) : end_us_;
             const auto stall = stalls.lower_bound(c.effective_us - options_.tick_ms * 1000LL);
-            const Window w = sweep(c.effective_us, next);
+            const long long since = std::max(c.effective_us, c.joined_us);
+            const Window w = sweep(c.effective_us, next, since);
             // What needs a new owner: the departed session's grants that lasted
             // until it ended, and the resources an operator added.
             std::vector<std::pair<std::string, long long>> orphans;  // name, since
@@ -1519,7 +1536,9 @@ private:
                 what += std::to_string(orphans.size()) + " resources owned again after at most " + ms_text(worst) +
                         " (bound " + ms_text(c.owned_bound_us) + "), ";
             what += std::string("all owned and balanced (spread <= 1) after ") +
-                    (w.balanced_after >= 0 ? ms_text(w.balanced_after) : "never") + " (bound " + ms_text(bound) + ")";
+                    (w.balanced_after >= 0 ? ms_text(w.balanced_after) : "never") +
+                    (c.joined_us > c.effective_us ? " from the replacement's start" : "") + " (bound " + ms_text(bound) +
+                    ")";
             if (stall != stalls.end() && stall->first < next) {
                 report_.check(true, what + " # SKIP " + stall->second);
                 continue;
