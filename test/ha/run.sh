@@ -407,12 +407,14 @@ start_client() {
 
 # start_cli DIR SCENARIO: pg_lease run, its command writing a fenced row
 # every 0.3 s and logging each acknowledged one in cli.writes (in the
-# format of writes.csv) and its last sign of life in cli.alive.
+# format of writes.csv); a process of its group logs that it is alive every
+# 0.1 s in cli.alive.
 start_cli() {
     local dir=$1 scenario=$2
     cat >"$dir/cli-command.sh" <<EOF
 echo "\$LEASE_TOKEN" >'$dir/cli.token'
-trap 'exit 0' TERM
+while :; do date +%s%3N >>'$dir/cli.alive'; sleep 0.1; done &
+trap 'kill \$!; exit 0' TERM
 n=0
 while :; do
     n=\$((n + 1))
@@ -420,7 +422,6 @@ while :; do
                VALUES ('$scenario', 'cli', \$n, '\$LEASE_NAME', \$LEASE_TOKEN) RETURNING server_port" 2>>'$dir/cli-command.err'); then
         echo "cli|\$n|\$LEASE_NAME|\$LEASE_TOKEN|\$port|\$(date +%s%3N)|0" >>'$dir/cli.writes'
     fi
-    date +%s%3N >'$dir/cli.alive'
     sleep 0.3
 done
 EOF
@@ -665,10 +666,10 @@ scenario() {
         wait "${PID[cli]}"
         cli_rc=$?
         unset "PID[cli]"
-        cli_alive=$(cat "$dir/cli.alive" 2>/dev/null)
+        cli_alive=$(tail -n 1 "$dir/cli.alive" 2>/dev/null)
         local expired=${cli_state##*|} late_writes
         late_writes=$(acked_cli_writes_after "$dir" "${expired:-0}")
-        if [ "${cli_alive:-0}" -lt "${expired:-0}" ]; then
+        if is_number "$cli_alive" && is_number "$expired" && [ "$cli_alive" -lt "$expired" ]; then
             report 0 "$name: pg_lease run lost the lease and stopped its command $(seconds_between "$cli_alive" "$expired") s before the lease expired on $new"
         else
             # Asynchronous replication can lose the last heartbeats: the lease
