@@ -45,9 +45,9 @@
 # Checks after each: the expected outcome (failover to another node, to the
 # synchronous standby in synchronous mode, or a restart in place); the old
 # primary acknowledged its last write before the first grant was sent to the
-# new one (never two primaries at once); no stale
-# write accepted (every ledger row carries the token the fence saw as current
-# and live; every zombie write rejected with LF001); tokens strictly increase
+# new one (never two primaries at once); no stale write accepted (every
+# ledger row carries the token the fence saw as current and live; every
+# zombie write rejected with LF001); tokens strictly increase
 # from each timeline to the next, and each timeline's tokens span less than
 # one epoch gap (2^32): one leap per epoch however many clients make their
 # first grant at once (the test checks that several did); no acknowledged
@@ -169,10 +169,11 @@ count_lines() { if [ -f "$1" ]; then wc -l <"$1" | tr -d ' '; else echo 0; fi; }
 node_sql() {
     local node=$1
     shift
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "host=127.0.0.1 port=${PG_PORT[$node]} user=postgres dbname=postgres connect_timeout=3" "$@"
+    PGOPTIONS='-c statement_timeout=60s' psql -X -q -A -t -v ON_ERROR_STOP=1 \
+        "host=127.0.0.1 port=${PG_PORT[$node]} user=postgres dbname=postgres connect_timeout=3" "$@"
 }
 # rw_sql [psql options...]: psql on whichever node is the primary.
-rw_sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$RW connect_timeout=3" "$@"; }
+rw_sql() { PGOPTIONS='-c statement_timeout=60s' psql -X -q -A -t -v ON_ERROR_STOP=1 "$RW connect_timeout=3" "$@"; }
 node_true() { [ "$(node_sql "$1" -c "$2" 2>/dev/null)" = t ]; }
 
 # ---- etcd ----
@@ -199,7 +200,8 @@ etcd_healthy() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" --command-t
 
 # ---- Patroni ----
 CTL_CONFIG=$WORK/patronictl.yml
-ctl() { patronictl -c "$CTL_CONFIG" "$@"; }
+# (patronictl waits for etcd forever when it cannot reach it.)
+ctl() { timeout 60 patronictl -c "$CTL_CONFIG" "$@"; }
 
 write_patroni_config() {
     local node=$1 dir=$WORK/$1 relay=${ETCD_RELAY[$1]}
@@ -446,10 +448,10 @@ stop_process() {
     unset "PID[$key]"
 }
 
-# grant_after DIR FIELD VALUE: the first grant (by receipt) whose FIELD (6:
-# timeline, 7: sent_ms) exceeds VALUE, as "received_ms|port|timeline".
+# grant_after DIR TIMELINE: the first grant (by receipt) on a later
+# timeline, as "received_ms|port|timeline".
 grant_after() {
-    awk -F'|' -v f="$2" -v v="$3" '$f + 0 > v + 0 { print $8 "|" $5 "|" $6 }' "$1/grants.csv" 2>/dev/null | sort -n | head -n 1
+    awk -F'|' -v tl="$2" '$6 + 0 > tl + 0 { print $8 "|" $5 "|" $6 }' "$1/grants.csv" 2>/dev/null | sort -n | head -n 1
 }
 has_grant_after() { [ -n "$(grant_after "$@")" ]; }
 # longest_pause DIR FROM TO: the longest time (ms) without an acknowledged write, from FROM to TO.
@@ -552,8 +554,8 @@ scenario() {
     # place, and the old postmaster's backends may serve a few more calls
     # after it was killed, until they notice.
     local first
-    wait_until 120 has_grant_after "$dir" 6 "$old_tl"
-    first=$(grant_after "$dir" 6 "$old_tl")
+    wait_until 120 has_grant_after "$dir" "$old_tl"
+    first=$(grant_after "$dir" "$old_tl")
     local t_first=${first%%|*} new_port new_tl
     new_port=$(cut -d'|' -f2 <<<"$first")
     new_tl=$(cut -d'|' -f3 <<<"$first")
@@ -686,7 +688,11 @@ scenario() {
         figure "$name: pg_lease lost its lease (ttl ${CLI_TTL}s); its command last ran $(seconds_between "$t_fault" "$cli_alive") s after the fault"
     fi
     stop_process client 20
-    check "$name: the client ran to the end" "exit $STOPPED_RC; $(cat "$dir/client.out")" [ "$STOPPED_RC" = 0 ]
+    local unexpected
+    unexpected=$(grep -c '|unexpected error' "$dir/events.log")
+    check "$name: the client ran to the end without an unexpected error ($unexpected)" \
+        "exit $STOPPED_RC; $(cat "$dir/client.out"; grep '|unexpected error' "$dir/events.log" | head -n 5)" \
+        [ "$STOPPED_RC" = 0 -a "$unexpected" = 0 ]
     cat "$dir/cli.writes" >>"$dir/writes.csv" 2>/dev/null
 
     # ---- no stale write accepted ----
