@@ -13,9 +13,10 @@
 // and starts the next job with a new grant. A worker trusts its grant until
 // TTL - TTL/10 after it sent the last acquire or heartbeat that succeeded
 // (its monotonic clock; docs/concepts.md "Heartbeat at TTL/3"). When that
-// has passed, when a heartbeat returns false, and after every release, the
-// worker becomes a zombie for one write: it writes once more with the token
-// it no longer holds, which the fence must reject.
+// has passed, when a heartbeat returns false, and after every other release,
+// the worker becomes a zombie for one write: once the grant has certainly
+// ended on the server too (a TTL after the last call for it returned), it
+// writes once more with that token, which the fence must reject.
 //
 // Storm clients (s1..sN) model many clients that reconnect at the same
 // moment: each keeps a connection and acquires its own lease ("ha:sK") at
