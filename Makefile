@@ -68,9 +68,10 @@ CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_co
 $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
 	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
-# The chaos harness and the fuzzer: libpq clients that test/chaos/run.sh and
-# test/fuzz/run.sh (and test/sanitize/run.sh) build and run.
-TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet
+# libpq clients the test suites and benchmarks build and run: the chaos
+# harness, the fuzzer (also under test/sanitize/run.sh), the fleet workers,
+# the high-availability test's client and the handover benchmark (bench/waits).
+TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet test/ha/ha_client bench/handover
 TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra $(WERROR) -isystem $(libpq_srcdir)
 EXTRA_CLEAN += $(TEST_PROGRAMS)
 $(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp

@@ -69,13 +69,17 @@ $1 == "hot" { hot_upd = $2; hot_hot = $3 }
 $1 == "mem" { mem[++nmem] = $2; mem_calls[nmem] = $3; mem_before[nmem] = $4; mem_after[nmem] = $5; mem_secs[nmem] = $6 }
 
 END {
-    nkeys = split("select1 ceiling_update lease_heartbeat naive_heartbeat lease_acqrel naive_acqrel " \
+    nkeys = split("select1 ceiling_update lease_heartbeat naive_heartbeat lease_heartbeat_quiet " \
+                  "lease_acqrel naive_acqrel lease_acqrel_nonotify lease_acqrel_quiet " \
                   "lease_contended naive_contended row_unfenced row_fenced row_naive " \
                   "small_acqrel big_acqrel small_heartbeat big_heartbeat", keys, " ")
     label["select1"] = "ceiling: `SELECT 1`"
     label["ceiling_update"] = "ceiling: durable one-row `UPDATE`"
     label["lease_heartbeat"] = "lease: heartbeat (own held lease)"
     label["naive_heartbeat"] = "naive: heartbeat (own held lease)"
+    label["lease_heartbeat_quiet"] = "lease: heartbeat, events off (no history, no NOTIFY)"
+    label["lease_acqrel_nonotify"] = "lease: acquire + release, NOTIFY off (history on)"
+    label["lease_acqrel_quiet"] = "lease: acquire + release, events off (no history, no NOTIFY)"
     label["lease_acqrel"] = "lease: acquire + release (own name, 2 xacts)"
     label["naive_acqrel"] = "naive: acquire + release (own name, 2 xacts)"
     label["lease_contended"] = "lease: contended acquire (+ release if won), 16 names"
@@ -185,6 +189,32 @@ END {
     }
     print ""
     printf "%d PASS, %d MISS.\n", pass, miss
+
+    if (("lease_acqrel_quiet", cl[1]) in seen) {
+        print ""
+        print "### What events cost: `lease.history` and `NOTIFY`"
+        print ""
+        print "Every grant, release, revoke and expiry inserts a `lease.history` row and sends"
+        print "a `NOTIFY lease_events` by default; the targets above are measured so. The same"
+        print "workloads ran in the same rounds with `lease.notify_events = off` (history still"
+        print "recorded) and with both `lease.notify_events` and `lease.record_history` off"
+        print "(session settings). A heartbeat records no event."
+        print ""
+        print "| ratio of ops/s | clients | measured |"
+        print "|---|---:|---:|"
+        for (i = 1; i <= nc; i++)
+            printf "| acquire + release: default / events off | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel", "lease_acqrel_quiet", cl[i])
+        for (i = 1; i <= nc; i++)
+            printf "| acquire + release: default / NOTIFY off, history on | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel", "lease_acqrel_nonotify", cl[i])
+        for (i = 1; i <= nc; i++)
+            printf "| acquire + release: NOTIFY off, history on / events off | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel_nonotify", "lease_acqrel_quiet", cl[i])
+        for (i = 1; i <= nc; i++)
+            printf "| acquire + release: lease with events off / naive | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel_quiet", "naive_acqrel", cl[i])
+        for (i = 1; i <= nc; i++)
+            printf "| acquire + release: lease with NOTIFY off, history on / naive | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel_nonotify", "naive_acqrel", cl[i])
+        for (i = 1; i <= nc; i++)
+            printf "| heartbeat: default / events off | %s | %.2f× |\n", cl[i], ratio("tps", "lease_heartbeat", "lease_heartbeat_quiet", cl[i])
+    }
 
     if (nsize >= 1) {
         print ""

@@ -135,6 +135,10 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
     // procedure keeps its place across the commits between its checks.
     LOCKTAG line;
     set_queue_locktag(&line, request.name);
+    // A procedure commits before each wait, in line or asleep, so that it
+    // waits holding no snapshot (not even the catalog snapshot of its checks).
+    if (nonatomic)
+        commit_before_waiting();
     if (!lock_until(&line, ExclusiveLock, deadline, lock_deadline)) {
         count_event(Counter::denials);
         return false;
@@ -144,8 +148,6 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
     PG_TRY();
     {
         for (;;) {
-            if (nonatomic)
-                commit_before_waiting();
             attempt = try_grant(request, true);
             if (attempt.granted) {
                 granted = true;
@@ -155,6 +157,8 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
             const TimestampTz now = GetCurrentTimestamp();
             if (now >= deadline)
                 break;
+            if (nonatomic)
+                commit_before_waiting();
             if (!attempt.holder_live) {
                 // The grant has ended, but transactions that passed its fence
                 // (or are releasing it) still hold the fence lock: wait for them.
@@ -163,8 +167,6 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
                 (void) wait_until_free(&fence, ExclusiveLock, deadline, lock_deadline);
                 continue;
             }
-            if (nonatomic)
-                commit_before_waiting();
             // Watch the holder's session: a keepalive with a shorter ttl, and
             // a bound session's backend as it exits, wake the session's watchers.
             LOCKTAG watch;

@@ -1,5 +1,5 @@
 // test/fleet/fleet.cpp: the fleet test of pools (docs/concepts.md, "Pools";
-// docs/recipe-fleet.md). Issue 15's seed: 500 meetings, one WebSocket each,
+// docs/recipes.md). Issue 15's seed: 500 meetings, one WebSocket each,
 // owned by exactly one worker of a fleet that crashes, rolls out and scales.
 //
 //   fleet worker --id N --bind 0|1 --log FILE [--ttl-ms 3000 --tick-ms 1000 --claim-ms 500]
@@ -7,7 +7,7 @@
 //   fleet claim-bench --pool P --hold N ...   (bench/pools: claim latency)
 //
 // A worker is one process with one libpq connection, the loop of
-// docs/recipe-fleet.md: it opens a session (3 s TTL, bound to its connection or
+// docs/recipes.md: it opens a session (3 s TTL, bound to its connection or
 // not), and every tick (1 s) it first advances the checkpointed sequence of each
 // resource it holds -- lease.checkpoint(name, token, {"seq": n}) and a fenced
 // row (name, n, token) in public.fleet_log, whose fence trigger is

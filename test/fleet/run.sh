@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/fleet/run.sh [--long] [fleet options...]: the fleet test of pools (issue
-# 15; docs/recipe-fleet.md) and `pg_lease pool`, against a throwaway cluster of
+# 15; docs/recipes.md) and `pg_lease pool`, against a throwaway cluster of
 # its own (scripts/lib.sh; port LEASE_TEST_PORT, default 54368).
 #
 #  1. `pg_lease pool put|remove|status` (docs/cli.md, "Pools"): usage errors,

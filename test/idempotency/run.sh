@@ -290,7 +290,7 @@ report $? "another command under a used key is refused (LF002, exit 1) without r
 
 # In progress elsewhere (under another lease name, so the key decides): exit 75.
 slow_command=(sh -c 'echo started >"$WORK/slow.started"; sleep 6; echo slow >>"$WORK/effects"')
-"$PG_LEASE" run host:web2 --ttl 3s --idempotency-key op:slow -- "${slow_command[@]}" >/dev/null 2>"$WORK/slow.err" &
+"$PG_LEASE" run host:web2 --ttl 10s --idempotency-key op:slow -- "${slow_command[@]}" >/dev/null 2>"$WORK/slow.err" &
 slow=$!
 BG_PIDS+=("$slow")
 poll_until 10 file_has "$WORK/slow.started" started

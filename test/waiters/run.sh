@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# test/waiters/run.sh: what waiters hold while they wait (docs/concepts.md,
+# "Waiting for a lease"), with 100 real waiting connections (pgbench clients)
+# on a throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT,
+# default 54387; autovacuum off, so that the only VACUUM is the test's):
+#   1. 100 procedure waiters (CALL lease.acquire_wait outside a transaction
+#      block), one per held lease: none holds a snapshot; VACUUM lease.leases
+#      removes every row version that died meanwhile; heartbeats of other
+#      leases stay HOT updates; each waiter gets its lease once released.
+#   2. the same with 100 procedure waiters queued on one lease.
+#   3. the negative control: 100 waiters using the function form (SELECT
+#      lease.lease_acquire(..., wait)) do hold back the horizon: VACUUM VERBOSE
+#      reports the dead rows as not yet removable, and removes them once the
+#      waiters have their leases.
+#   4. two function-form waiters queued on one lease: each release hands the
+#      lease to the next in line at once.
+#
+# Prints TAP-style "ok N - ..." lines and "waiters: P passed, F failed"; exits
+# non-zero on any failure. About 40 s. Run from anywhere: bash test/waiters/run.sh
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54387}
+WAITERS=100
+JUNK=300        # lease rows deleted while the waiters wait
+HEARTBEATS=2000 # heartbeats of four other leases while they wait
+WORK=$(mktemp -d /tmp/lease-waiters-test.XXXXXX)
+chmod 755 "$WORK"
+BG_PIDS=()
+
+cleanup() {
+    local pid
+    for pid in "${BG_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null
+    done
+    wait 2>/dev/null
+    cluster_destroy
+    rm -rf "$WORK"
+}
+
+# shellcheck source=test/common/tap.sh
+. test/common/tap.sh
+
+sql() {
+    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
+}
+
+ensure_packages postgresql-$PG_MAJOR >/dev/null || { echo "waiters: 0 passed, 1 failed"; exit 1; }
+PGBENCH=$PGBIN/pgbench
+[ -x "$PGBENCH" ] || { echo "# $PGBENCH not found"; echo "waiters: 0 passed, 1 failed"; exit 1; }
+
+start_seconds=$SECONDS
+echo "# waiters test: $WAITERS waiting connections, throwaway cluster on port $LEASE_TEST_PORT"
+cluster_start || { echo "waiters: 0 passed, 1 failed"; exit 1; }
+trap cleanup EXIT
+if ! sql -c "ALTER SYSTEM SET max_connections = $((WAITERS + 50))" -c "ALTER SYSTEM SET autovacuum = off" \
+    >"$WORK/setup.log" 2>&1 || ! cluster_restart_server restart >>"$WORK/setup.log" 2>&1 ||
+    ! sql -c 'CREATE EXTENSION lease' >>"$WORK/setup.log" 2>&1; then
+    cat "$WORK/setup.log"
+    echo "waiters: 0 passed, 1 failed"
+    exit 1
+fi
+
+# Four leases that keep being heartbeated while the waiters wait.
+sql -c "SELECT lease.lease_acquire('hb:' || g, 'beater', '1 hour') FROM generate_series(1, 4) g" >/dev/null
+
+# start_waiters APP SQL: WAITERS pgbench clients run SQL once each (:client_id
+# is 0..WAITERS-1) as application APP, in the background.
+start_waiters() {
+    local app=$1
+    printf '%s\n' "$2" >"$WORK/$app.sql"
+    PGAPPNAME=$app "$PGBENCH" -n -c "$WAITERS" -j 2 -t 1 -f "$WORK/$app.sql" >"$WORK/$app.out" 2>&1 &
+    WAITERS_PID=$!
+    BG_PIDS+=("$WAITERS_PID")
+}
+
+# asleep APP HEADS QUEUED: whether APP's backends are all waiting: HEADS of
+# them asleep on their latch, QUEUED in the lock manager's queue.
+asleep() {
+    [ "$(sql -c "SELECT count(*) FILTER (WHERE wait_event = 'Extension') || ' ' ||
+                        count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'advisory')
+                   FROM pg_stat_activity WHERE application_name = '$1'")" = "$2 $3" ]
+}
+
+# with_snapshot APP: how many of APP's backends hold back the xmin horizon.
+with_snapshot() {
+    sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1' AND backend_xmin IS NOT NULL"
+}
+
+# make_dead PREFIX: grants and releases JUNK leases, then deletes their rows
+# (lease.prune): JUNK dead row versions that died after the waiters started.
+make_dead() {
+    sql -c "SELECT count(lease.lease_acquire('$1:' || g, 'junk', '1 hour')) FROM generate_series(1, $JUNK) g" \
+        -c "SELECT count(lease.lease_release(name, token)) FROM lease.leases WHERE name LIKE '$1:%'" >/dev/null
+    sql -c "SELECT lease.prune('0 seconds')"
+}
+
+# vacuum_tuples: VACUUM (VERBOSE) lease.leases; prints "REMOVED NOT_REMOVABLE"
+# from its "tuples: R removed, M remain, D are dead but not yet removable" line.
+vacuum_tuples() {
+    psql -X -q -c 'VACUUM (VERBOSE) lease.leases' 2>&1 | tee "$WORK/vacuum.out" |
+        sed -nE 's/^tuples: ([0-9]+) removed, [0-9]+ remain, ([0-9]+) are dead but not yet removable.*/\1 \2/p' | head -1
+}
+
+# hot_heartbeats: HEARTBEATS heartbeats of the four hb: leases, one per
+# transaction, then the statistics flushed; prints "UPDATES HOT_UPDATES" of
+# lease.leases over them.
+hot_heartbeats() {
+    local counters="SELECT n_tup_upd || ' ' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = 'lease.leases'::regclass"
+    local before after i
+    before=$(sql -c "$counters")
+    {
+        echo "SET synchronous_commit = off;"
+        for ((i = 0; i < HEARTBEATS; i++)); do
+            echo "SELECT lease.lease_heartbeat(name, token) FROM lease.leases WHERE name = 'hb:$((i % 4 + 1))';"
+        done
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "SELECT 1;"
+    } >"$WORK/heartbeats.sql"
+    sql -f "$WORK/heartbeats.sql" >/dev/null
+    after=$(sql -c "$counters")
+    echo "$before $after" | awk '{print $3 - $1, $4 - $2}'
+}
+
+# wait_for_pid PID SECONDS: whether PID exits within SECONDS.
+wait_for_pid() {
+    local pid=$1 deadline=$((SECONDS + $2))
+    while kill -0 "$pid" 2>/dev/null; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.1
+    done
+    wait "$pid" 2>/dev/null
+    return 0
+}
+
+# procedure_case APP NAME_SQL HEADS QUEUED WHAT: the checks of cases 1 and 2.
+# NAME_SQL is the waited-for lease name as SQL over :client_id.
+procedure_case() {
+    local app=$1 name_sql=$2 heads=$3 queued=$4 what=$5
+    start_waiters "$app" "CALL lease.acquire_wait($name_sql, 'waiter' || :client_id, '1 hour', '2 minutes', NULL);"
+    if ! wait_until 60 asleep "$app" "$heads" "$queued"; then
+        report 1 "$WAITERS procedure waiters ($what) are waiting" "$(cat "$WORK/$app.out")"
+        return
+    fi
+    report 0 "$WAITERS procedure waiters ($what) are waiting: $heads asleep on their latch, $queued queued"
+
+    local holding
+    holding=$(with_snapshot "$app")
+    report "$([ "$holding" = 0 ] && echo 0 || echo 1)" "no procedure waiter ($what) holds a snapshot (backend_xmin)" \
+        "$holding of $WAITERS hold back the xmin horizon"
+
+    local deleted removed not_removable
+    deleted=$(make_dead "junk-$app")
+    read -r removed not_removable < <(vacuum_tuples)
+    report "$([ "${not_removable:-x}" = 0 ] && [ "${removed:-0}" -ge "$deleted" ] && echo 0 || echo 1)" \
+        "VACUUM lease.leases removes the $deleted rows deleted while they wait ($what)" \
+        "VACUUM VERBOSE: ${removed:-?} removed, ${not_removable:-?} dead but not yet removable:
+$(grep -E '^(tuples|removable cutoff):' "$WORK/vacuum.out" | head -2)"
+
+    local updates hot
+    read -r updates hot < <(hot_heartbeats)
+    report "$([ "${updates:-0}" -ge "$HEARTBEATS" ] && [ $((hot * 100)) -ge $((updates * 99)) ] && echo 0 || echo 1)" \
+        "heartbeats of other leases stay HOT while they wait ($what): $hot of $updates" \
+        "n_tup_hot_upd / n_tup_upd over $HEARTBEATS heartbeats: $hot / $updates"
+}
+
+# ---------------------------------------------------------------- case 1
+sql -c "SELECT count(lease.lease_acquire('dist:' || g, 'holder', '1 hour')) FROM generate_series(0, $((WAITERS - 1))) g" >/dev/null
+procedure_case waiters-dist "'dist:' || :client_id" "$WAITERS" 0 "one per lease"
+sql -c "SELECT count(lease.lease_release(name, token)) FROM lease.leases WHERE name LIKE 'dist:%' AND owner = 'holder'" >/dev/null
+if wait_for_pid "$WAITERS_PID" 60; then
+    got=$(sql -c "SELECT count(*) FROM lease.status WHERE name LIKE 'dist:%' AND state = 'held'
+                    AND owner = 'waiter' || substr(name, 6)")
+    report "$([ "$got" = "$WAITERS" ] && echo 0 || echo 1)" \
+        "each procedure waiter holds its lease once the holder released it ($got of $WAITERS)" "$(tail -5 "$WORK/waiters-dist.out")"
+else
+    report 1 "each procedure waiter holds its lease once the holder released it" "pgbench did not finish"
+fi
+
+# ---------------------------------------------------------------- case 2
+sql -c "SELECT lease.lease_acquire('queue', 'holder', '1 hour')" >/dev/null
+procedure_case waiters-queue "'queue'" 1 $((WAITERS - 1)) "queued on one lease"
+sql -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE application_name = 'waiters-queue'" >/dev/null
+wait_for_pid "$WAITERS_PID" 60
+left=$(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+report "$([ "$left" = 0 ] && echo 0 || echo 1)" "cancelled procedure waiters leave no lock behind" "$left advisory locks left"
+
+# ---------------------------------------------------------------- case 3
+sql -c "SELECT count(lease.lease_acquire('func:' || g, 'holder', '1 hour')) FROM generate_series(0, $((WAITERS - 1))) g" >/dev/null
+start_waiters waiters-func "SELECT lease.lease_acquire('func:' || :client_id, 'waiter' || :client_id, '1 hour', '2 minutes');"
+if wait_until 60 asleep waiters-func "$WAITERS" 0; then
+    report 0 "$WAITERS function-form waiters are waiting"
+    holding=$(with_snapshot waiters-func)
+    report "$([ "$holding" = "$WAITERS" ] && echo 0 || echo 1)" \
+        "negative control: every function-form waiter holds a snapshot ($holding of $WAITERS)"
+    deleted=$(make_dead junk-func)
+    read -r removed not_removable < <(vacuum_tuples)
+    report "$([ "${not_removable:-0}" -ge "$deleted" ] && echo 0 || echo 1)" \
+        "negative control: VACUUM VERBOSE reports the $deleted deleted rows dead but not yet removable" \
+        "VACUUM VERBOSE: ${removed:-?} removed, ${not_removable:-?} dead but not yet removable"
+    read -r updates hot < <(hot_heartbeats)
+    echo "# with the function-form waiters, heartbeats of other leases: $hot HOT of $updates updates"
+    sql -c "SELECT count(lease.lease_release(name, token)) FROM lease.leases WHERE name LIKE 'func:%' AND owner = 'holder'" >/dev/null
+    if wait_for_pid "$WAITERS_PID" 60; then
+        read -r removed not_removable < <(vacuum_tuples)
+        report "$([ "${not_removable:-x}" = 0 ] && [ "${removed:-0}" -ge "$deleted" ] && echo 0 || echo 1)" \
+            "once the function-form waiters have their leases, VACUUM removes those rows" \
+            "VACUUM VERBOSE: ${removed:-?} removed, ${not_removable:-?} dead but not yet removable"
+    else
+        report 1 "once the function-form waiters have their leases, VACUUM removes those rows" "pgbench did not finish"
+    fi
+else
+    report 1 "$WAITERS function-form waiters are waiting" "$(cat "$WORK/waiters-func.out")"
+fi
+
+# ---------------------------------------------------------------- case 4
+# Two waiters queue behind a holder; each one served releases at once. The
+# second must get the lease from the first's release, not when its wait ends.
+held=$(sql -c "SELECT lease.lease_acquire('line', 'holder', '1 hour')")
+for who in first second; do
+    cat >"$WORK/$who.sql" <<EOF
+SELECT lease.lease_acquire('line', '$who', '1 hour', '20 seconds') AS token \gset
+SELECT '$who got ' || :'token';
+SELECT '$who released ' || lease.lease_release('line', :'token'::bigint);
+EOF
+    PGAPPNAME=line-$who psql -X -q -A -t -f "$WORK/$who.sql" >"$WORK/$who.out" 2>&1 &
+    BG_PIDS+=($!)
+    if [ $who = first ]; then
+        wait_until 10 asleep line-first 1 0
+    else
+        wait_until 10 asleep line-second 0 1
+    fi
+done
+started=$SECONDS
+sql -c "SELECT lease.lease_release('line', $held)" >/dev/null
+wait_until 15 grep -q 'second released t' "$WORK/second.out"
+took=$((SECONDS - started))
+report "$(grep -q 'first released t' "$WORK/first.out" && grep -q 'second released t' "$WORK/second.out" &&
+    [ "$took" -le 5 ] && echo 0 || echo 1)" \
+    "two queued function-form waiters: each release hands the lease to the next at once (${took}s)" \
+    "first: $(tr '\n' ' ' <"$WORK/first.out")
+second: $(tr '\n' ' ' <"$WORK/second.out")"
+
+echo "# waiters test: $((SECONDS - start_seconds)) s"
+report_summary waiters
