@@ -785,6 +785,18 @@ void run_keepalive(const std::vector<int>& sizes, int seconds, int rounds)
     if (!prepared_ok)
         throw Failure("cannot prepare the keepalive: " + conn->error());
 
+    // A warm-up first (the function's saved plan, the prepared statement's
+    // generic plan, caches), so that the first size measured does not pay it.
+    for (const std::string& session : sessions)
+        for (int k = 0; k < 100; ++k)
+            if (must(*conn, "SELECT lease.session_keepalive($1::bigint)", {session}).get() != std::optional<std::string>("t"))
+                throw Failure("session_keepalive did not return true in the warm-up");
+    for (const std::string& session : sessions)
+        for (int k = 0; k < 10; ++k) {
+            const char* values[1] = {session.c_str()};
+            PQclear(PQexecPrepared(conn->raw(), "keepalive", 1, values, nullptr, nullptr, 0));
+        }
+
     // Interleaved rounds, the order rotated each round; one client.
     std::vector<std::vector<double>> ops(sizes.size()), latencies(sizes.size());
     for (int r = 0; r < rounds; ++r) {
@@ -810,10 +822,11 @@ void run_keepalive(const std::vector<int>& sizes, int seconds, int rounds)
             std::fprintf(stderr, "    keepalive: round %d, %d leases: %.0f/s\n", r + 1, sizes[i], ops[i].back());
         }
     }
-    // "keepalive SIZE ops/s(median of rounds) p50 p99" and, for each size,
-    // "keepalive_ratio SIZE median over rounds of ops/s(first size) / ops/s(SIZE)".
+    // "keepalive SIZE ops/s(median of rounds) p50 p99" (p50 and p99 over all
+    // calls of every round) and, for each further size, "keepalive_ratio SIZE
+    // R": the median over rounds of ops/s(first size) / ops/s(SIZE).
     for (size_t i = 0; i < sizes.size(); ++i)
-        std::printf("keepalive\t%d\t%.1f\t%.3f\t%.3f\n", sizes[i], median(ops[i]), nearest_rank(latencies[i], 0.50),
+        std::printf("keepalive\t%d\t%.1f\t%.4f\t%.4f\n", sizes[i], median(ops[i]), nearest_rank(latencies[i], 0.50),
                     nearest_rank(latencies[i], 0.99));
     for (size_t i = 1; i < sizes.size(); ++i) {
         std::vector<double> ratios;

@@ -4,6 +4,7 @@
 #   count            KEY VALUE
 #   keepalive        LEASES ops/s p50 p99
 #   keepalive_ratio  LEASES ratio                 (ops/s of 1 lease / of LEASES)
+#   nosync_keepalive, nosync_keepalive_ratio      the same with synchronous_commit = off
 #   idle             LAYOUT PHASE WAITERS SECONDS waiters_cpu_ms waiters_scheduled
 #                    others_cpu_ms others_scheduled waiters_that_ran
 #   warning          COUNT MESSAGE                (server log)
@@ -31,6 +32,8 @@ $1 == "lat" { n[$2] = $3; p50[$2] = $4; p90[$2] = $5; p99[$2] = $6; max[$2] = $7
 $1 == "count" { count[$2] = $3 }
 $1 == "keepalive" { ka[++nka] = $2; ka_ops[$2] = $3; ka_p50[$2] = $4; ka_p99[$2] = $5 }
 $1 == "keepalive_ratio" { ka_ratio[$2] = $3 }
+$1 == "nosync_keepalive" { nka2++; ka2_ops[$2] = $3; ka2_p50[$2] = $4; ka2_p99[$2] = $5 }
+$1 == "nosync_keepalive_ratio" { ka2_ratio[$2] = $3 }
 $1 == "idle" {
     k = $2 SUBSEP $3
     idle[++nidle] = k; idle_layout[k] = $2; idle_phase[k] = $3; idle_n[$2] = $4; idle_s[k] = $5
@@ -79,22 +82,39 @@ END {
         printf "### One session keepalive, however many leases the session holds\n"
         print ""
         printf "One client calls `lease.session_keepalive(session)` for %s s per session, %s\n", ka_seconds, rounds
-        print "interleaved round(s); ops/s is the median over rounds, p50/p99 over all calls."
+        print "interleaved round(s) after a warm-up; keepalives/s is the median over rounds and"
+        print "its ratio the median of the ratios within a round; p50/p99 are over all calls."
+        print "The target is judged on the median latency: on a shared machine a few stalls"
+        print "of other tenants move the mean (and so ops/s) of a few-second run, not its median."
         print ""
-        print "| leases in the session | keepalives/s | p50 ms | p99 ms | ops/s of 1 lease ÷ ops/s here | target | result |"
-        print "|---:|---:|---:|---:|---:|---:|---|"
+        print "| leases in the session | keepalives/s | p50 ms | p99 ms | ops/s: 1 lease ÷ this | p50: this ÷ 1 lease | target | result |"
+        print "|---:|---:|---:|---:|---:|---:|---:|---|"
         for (i = 1; i <= nka; i++) {
             s = ka[i]
             if (i == 1) {
-                printf "| %s | %s | %.2f | %.2f | 1.00× | | |\n", commas(s), commas(ka_ops[s]), ka_p50[s], ka_p99[s]
+                printf "| %s | %s | %.3f | %.3f | 1.00× | 1.00× | | |\n", commas(s), commas(ka_ops[s]), ka_p50[s], ka_p99[s]
                 continue
             }
             limit = (s == 10000) ? 1.2 : ""
-            result = (limit == "") ? "info" : verdict(ka_ratio[s], limit)
+            p50_ratio = ka_p50[s] / ka_p50[ka[1]]
+            result = (limit == "") ? "info" : verdict(p50_ratio, limit)
             if (result == "PASS") pass++
             else if (result == "MISS") miss++
-            printf "| %s | %s | %.2f | %.2f | %.2f× | %s | %s |\n", commas(s), commas(ka_ops[s]), ka_p50[s], ka_p99[s],
-                ka_ratio[s], (limit == "") ? "" : "≤ 1.20×", result
+            printf "| %s | %s | %.3f | %.3f | %.2f× | %.2f× | %s | %s |\n", commas(s), commas(ka_ops[s]), ka_p50[s],
+                ka_p99[s], ka_ratio[s], p50_ratio, (limit == "") ? "" : "p50 ≤ 1.20×", result
+        }
+        if (nka2) {
+            print ""
+            print "The same with `synchronous_commit = off` in that session: no WAL flush, which"
+            print "every size pays alike, so what is left is the keepalive's own work."
+            print ""
+            print "| leases in the session | keepalives/s | p50 ms | p99 ms | ops/s: 1 lease ÷ this | p50: this ÷ 1 lease |"
+            print "|---:|---:|---:|---:|---:|---:|"
+            for (i = 1; i <= nka; i++) {
+                s = ka[i]
+                printf "| %s | %s | %.3f | %.3f | %.2f× | %.2f× |\n", commas(s), commas(ka2_ops[s]), ka2_p50[s], ka2_p99[s],
+                    (i == 1) ? 1 : ka2_ratio[s], ka2_p50[s] / ka2_p50[ka[1]]
+            }
         }
     }
 
