@@ -322,11 +322,18 @@ recipe_consumer() {
             wait "$pid" 2>/dev/null
             kills=$((kills + 1))
             start_consumer "$i"
-        elif owns_partitions "${consumer_name[$i]}"; then
-            kill -STOP "$pid"
-            sleep $((CONSUMER_TTL)).7
-            kill -CONT "$pid"
-            pauses=$((pauses + 1))
+        else
+            # pause a consumer that owns partitions, so that it wakes as a zombie
+            for ((step = 0; step < CONSUMERS; step++)); do
+                j=$(((i + step) % CONSUMERS))
+                if owns_partitions "${consumer_name[$j]}"; then
+                    kill -STOP "${consumer_pid[$j]}"
+                    sleep $((CONSUMER_TTL)).7
+                    kill -CONT "${consumer_pid[$j]}"
+                    pauses=$((pauses + 1))
+                    break
+                fi
+            done
         fi
     done
     consume_seconds=$((SECONDS - consumer_started))
