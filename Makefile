@@ -34,15 +34,15 @@ include $(PGXS)
 # of the server module, so it has its own rules instead of PGXS's PROGRAM (which
 # would take over OBJS).
 PG_LEASE = pg_lease
-PG_LEASE_OBJS = $(patsubst %.cpp,%.o,$(wildcard src/cli/*.cpp))
+PG_LEASE_OBJS = $(patsubst %.cpp,%.o,$(wildcard cli/*.cpp))
 PG_LEASE_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" lease.control)
 PG_LEASE_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra $(WERROR) -MMD -MP \
 	-isystem $(libpq_srcdir) -DPG_LEASE_VERSION='"$(PG_LEASE_VERSION)"'
-EXTRA_CLEAN += $(PG_LEASE) src/cli/*.o src/cli/*.d test/unit/cli_test
+EXTRA_CLEAN += $(PG_LEASE) cli/*.o cli/*.d test/unit/cli_test
 
 all: $(PG_LEASE)
 
-src/cli/%.o: src/cli/%.cpp
+cli/%.o: cli/%.cpp
 	$(CXX) $(PG_LEASE_CXXFLAGS) -c -o $@ $<
 
 $(PG_LEASE): $(PG_LEASE_OBJS)
@@ -62,11 +62,11 @@ uninstall-pg_lease:
 
 # Unit tests of pg_lease's pure logic (GoogleTest).
 CLI_UNIT_TEST = test/unit/cli_test
-CLI_UNIT_SOURCES = src/cli/command_line.cpp src/cli/duration.cpp src/cli/exit_codes.cpp src/cli/json.cpp \
-	src/cli/idempotent_run.cpp src/cli/lease_event.cpp src/cli/lease_history.cpp src/cli/lease_status.cpp \
-	src/cli/output_capture.cpp src/cli/text_table.cpp
-$(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard src/cli/*.hpp)
-	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Isrc/cli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
+CLI_UNIT_SOURCES = cli/command_line.cpp cli/duration.cpp cli/exit_codes.cpp cli/json.cpp \
+	cli/idempotent_run.cpp cli/lease_event.cpp cli/lease_history.cpp cli/lease_status.cpp \
+	cli/output_capture.cpp cli/text_table.cpp
+$(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard cli/*.hpp)
+	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Icli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 
 # libpq clients the test suites and benchmarks build and run: the chaos
 # harness, the fuzzer (also under test/sanitize/run.sh), the fleet workers,

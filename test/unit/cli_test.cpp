@@ -1,4 +1,4 @@
-// Unit tests for pg_lease's pure logic (src/cli): no server, no processes.
+// Unit tests for pg_lease's pure logic (cli/): no server, no processes.
 #include "command_line.hpp"
 #include "duration.hpp"
 #include "exit_codes.hpp"

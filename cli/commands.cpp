@@ -5,7 +5,7 @@
 #include "json.hpp"
 #include "lease_history.hpp"
 #include "lease_status.hpp"
-#include "pg.hpp"
+#include "libpq_handles.hpp"
 #include "queries.hpp"
 
 #include <iostream>

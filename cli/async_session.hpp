@@ -5,7 +5,7 @@
 #pragma once
 
 #include "event_loop.hpp"
-#include "pg.hpp"
+#include "libpq_handles.hpp"
 
 #include <functional>
 #include <string>

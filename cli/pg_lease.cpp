@@ -2,7 +2,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
-#include "pg.hpp"
+#include "libpq_handles.hpp"
 #include "pool_commands.hpp"
 #include "supervisor.hpp"
 #include "watch.hpp"

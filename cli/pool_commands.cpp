@@ -3,7 +3,7 @@
 #include "command_line.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
-#include "pg.hpp"
+#include "libpq_handles.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "pg.hpp"
+#include "libpq_handles.hpp"
 
 #include "exit_codes.hpp"
 
