@@ -28,21 +28,11 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54353}
 PG_LEASE=${PG_LEASE:-$PGBIN/pg_lease}
 export WORK
 WORK=$(mktemp -d /tmp/lease-cli-test.XXXXXX)
-BG_PIDS=()
-
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do
-        kill -CONT "$pid" 2>/dev/null
-        kill -KILL "$pid" 2>/dev/null
-    done
-    wait 2>/dev/null
-    cluster_destroy
-    rm -rf "$WORK"
-}
 
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 # check DESCRIPTION COMMAND...: reports whether COMMAND succeeds.
 check() {
@@ -50,25 +40,6 @@ check() {
     shift
     "$@"
     report $? "$description"
-}
-
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
-}
-
-now_ms() {
-    date +%s%3N
-}
-
-# poll_until SECONDS COMMAND...: runs COMMAND every 0.05 s until it succeeds
-# (returns 0) or SECONDS have passed (returns 1).
-poll_until() {
-    local deadline=$(($(now_ms) + $1 * 1000))
-    shift
-    until "$@"; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
-        sleep 0.05
-    done
 }
 
 lease_field() {
@@ -144,7 +115,7 @@ if [ ! -x "$PG_LEASE" ]; then
     exit 1
 fi
 cluster_start || { echo "cli: could not start a cluster"; exit 1; }
-trap cleanup EXIT
+trap suite_cleanup EXIT
 chmod 755 "$WORK"
 
 if ! sql -c 'CREATE EXTENSION lease' \

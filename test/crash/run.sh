@@ -31,24 +31,11 @@ ROUNDS=${CRASH_ROUNDS:-4}
 SESSIONS=4
 
 WORK=$(mktemp -d /tmp/lease-crash-test.XXXXXX)
-BG_PIDS=()
-
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null
-    cluster_destroy
-    rm -rf "$WORK"
-}
 
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
-
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
-}
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 # Keeps "name|token" lines of granted tokens (a NULL grant prints "name|").
 tokens_of() {
@@ -95,7 +82,7 @@ session_script() {
 start_seconds=$SECONDS
 echo "# crash test: $ROUNDS rounds on a throwaway cluster, port $LEASE_TEST_PORT"
 cluster_start || { echo "crash: could not start a cluster"; exit 1; }
-trap cleanup EXIT
+trap suite_cleanup EXIT
 
 if ! sql -c 'CREATE EXTENSION lease' >"$WORK/setup.log" 2>&1; then
     cat "$WORK/setup.log"

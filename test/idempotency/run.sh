@@ -33,41 +33,15 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54365}
 PG_LEASE=${PG_LEASE:-$PGBIN/pg_lease}
 export WORK
 WORK=$(mktemp -d /tmp/lease-idempotency-test.XXXXXX)
-BG_PIDS=()
-
 cleanup() {
-    local pid
     exec 7>&- 2>/dev/null
-    for pid in "${BG_PIDS[@]}"; do
-        kill -CONT "$pid" 2>/dev/null
-        kill -KILL "$pid" 2>/dev/null
-    done
-    wait 2>/dev/null
-    cluster_destroy
-    rm -rf "$WORK"
+    suite_cleanup
 }
 
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
-
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
-}
-
-now_ms() {
-    date +%s%3N
-}
-
-# poll_until SECONDS COMMAND...: runs COMMAND every 0.05 s until it succeeds
-# (returns 0) or SECONDS have passed (returns 1).
-poll_until() {
-    local deadline=$(($(now_ms) + $1 * 1000))
-    shift
-    until "$@"; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
-        sleep 0.05
-    done
-}
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 file_has() {
     [ -f "$1" ] && grep -q -- "$2" "$1"

@@ -38,44 +38,17 @@ export PYTHONDONTWRITEBYTECODE=1
 RECIPES=$PWD/test/recipes
 export WORK
 WORK=$(mktemp -d /tmp/lease-recipes-test.XXXXXX)
-BG_PIDS=()
-
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do
-        kill -CONT "$pid" 2>/dev/null
-        kill -KILL "$pid" 2>/dev/null
-    done
-    wait 2>/dev/null
-    cluster_destroy
-    rm -rf "$WORK"
-}
 
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
-
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
-}
-
-now_ms() {
-    date +%s%3N
-}
-
-poll_until() {
-    local deadline=$(($(now_ms) + $1 * 1000))
-    shift
-    until "$@"; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
-        sleep 0.05
-    done
-}
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 start_seconds=$SECONDS
 echo "# recipes on a throwaway cluster, port $LEASE_TEST_PORT, $MESSAGES messages, pg_lease at $PG_LEASE"
 ensure_packages python3-psycopg >"$WORK/packages.log" 2>&1 || { cat "$WORK/packages.log"; echo "recipes: 0 passed, 1 failed"; exit 1; }
 cluster_start || { echo "recipes: could not start a cluster"; exit 1; }
-trap cleanup EXIT
+trap suite_cleanup EXIT
 chmod 755 "$WORK"
 
 # --- 1. per-host lock + idempotency key ------------------------------------------

@@ -29,24 +29,11 @@ JUNK=300        # lease rows deleted while the waiters wait
 HEARTBEATS=2000 # heartbeats of four other leases while they wait
 WORK=$(mktemp -d /tmp/lease-waiters-test.XXXXXX)
 chmod 755 "$WORK"
-BG_PIDS=()
-
-cleanup() {
-    local pid
-    for pid in "${BG_PIDS[@]}"; do
-        kill "$pid" 2>/dev/null
-    done
-    wait 2>/dev/null
-    cluster_destroy
-    rm -rf "$WORK"
-}
 
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
-
-sql() {
-    psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
-}
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 ensure_packages postgresql-$PG_MAJOR >/dev/null || { echo "waiters: 0 passed, 1 failed"; exit 1; }
 PGBENCH=$PGBIN/pgbench
@@ -55,7 +42,7 @@ PGBENCH=$PGBIN/pgbench
 start_seconds=$SECONDS
 echo "# waiters test: $WAITERS waiting connections, throwaway cluster on port $LEASE_TEST_PORT"
 cluster_start || { echo "waiters: 0 passed, 1 failed"; exit 1; }
-trap cleanup EXIT
+trap suite_cleanup EXIT
 if ! sql -c "ALTER SYSTEM SET max_connections = $((WAITERS + 50))" -c "ALTER SYSTEM SET autovacuum = off" \
     >"$WORK/setup.log" 2>&1 || ! cluster_restart_server restart >>"$WORK/setup.log" 2>&1 ||
     ! sql -c 'CREATE EXTENSION lease' >>"$WORK/setup.log" 2>&1; then
