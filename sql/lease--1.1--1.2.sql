@@ -146,7 +146,6 @@ COMMENT ON TABLE lease.history IS
     'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history().';
 
 CREATE INDEX history_name_at ON lease.history (name, at);
-CREATE INDEX history_token ON lease.history (token);
 
 SELECT pg_catalog.pg_extension_config_dump('lease.history', '');
 

@@ -29,15 +29,12 @@ struct QuerySpec {
 // caller's search_path can redirect these queries. Queries named *_v11 serve
 // a catalog not yet updated to 1.2 (no role or session columns).
 enum Query {
-    query_grant,
     query_grant_v11,
     query_create,
     query_create_v11,
     query_heartbeat,
     query_heartbeat_v11,
-    query_release,
     query_release_v11,
-    query_expire,
     query_revoke,
     query_revoke_v11,
     query_prune,
@@ -47,7 +44,6 @@ enum Query {
     query_session_keepalive,
     query_session_free_leases,
     query_session_mark_closed,
-    query_history,
     query_prune_history,
     query_prefix_rules,
     query_allow,
@@ -82,20 +78,11 @@ enum Query {
 
 constexpr QuerySpec query_specs[query_count] = {
     // A grant runs with the fence lock held in ExclusiveLock after reading
-    // the lease and deciding it may be granted, so no other change of this
-    // lease made through the functions is in flight (heartbeat and release
-    // need the fence lock too): these plain statements never wait, unless
-    // lease.prune is deleting the row.
+    // the lease and deciding it may be granted, so no heartbeat, release or
+    // revoke of this lease is in flight (they need the fence lock too).
 
-    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at, $6 role, $7 session)
-    {"UPDATE lease.leases"
-     "   SET owner = $2,"
-     "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
-     "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5, role = $6, session = $7"
-     " WHERE name OPERATOR(pg_catalog.=) $1"
-     " RETURNING token",
-     7,
-     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}},
+    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at), on a 1.1
+    // catalog; a 1.2 catalog's grants change the row directly (change_lease_row)
     {"UPDATE lease.leases"
      "   SET owner = $2,"
      "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
@@ -147,16 +134,7 @@ constexpr QuerySpec query_specs[query_count] = {
      4,
      {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // release($1 name, $2 token, $3 now): the caller has checked the grant is
-    // live and its own; this guards against a release or revoke that
-    // committed since.
-    {"UPDATE lease.leases"
-     "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
-     " WHERE name OPERATOR(pg_catalog.=) $1"
-     "   AND token OPERATOR(pg_catalog.=) $2"
-     "   AND owner IS NOT NULL",
-     3,
-     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
+    // release($1 name, $2 token, $3 now), on a 1.1 catalog.
     {"UPDATE lease.leases"
      "   SET owner = NULL, expires_at = $3"
      " WHERE name OPERATOR(pg_catalog.=) $1"
@@ -166,14 +144,6 @@ constexpr QuerySpec query_specs[query_count] = {
      3,
      {TEXTOID, INT8OID, TIMESTAMPTZOID}},
 
-    // expire($1 name, $2 token, $3 now): an ended grant, once reported.
-    {"UPDATE lease.leases"
-     "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
-     " WHERE name OPERATOR(pg_catalog.=) $1"
-     "   AND token OPERATOR(pg_catalog.=) $2"
-     "   AND owner IS NOT NULL",
-     3,
-     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
 
     // revoke($1 name, $2 now)
     {"UPDATE lease.leases"
@@ -251,12 +221,6 @@ constexpr QuerySpec query_specs[query_count] = {
      " WHERE id OPERATOR(pg_catalog.=) $1 AND closed_at IS NULL",
      2,
      {INT8OID, TIMESTAMPTZOID}},
-
-    // history($1 at, $2 event, $3 name, $4 token, $5 owner, $6 session, $7 role)
-    {"INSERT INTO lease.history (at, event, name, token, owner, session, role)"
-     " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-     7,
-     {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID}},
 
     // prune_history($1 cutoff)
     {"DELETE FROM lease.history WHERE at OPERATOR(pg_catalog.<) $1", 1, {TIMESTAMPTZOID}},
@@ -460,9 +424,13 @@ constexpr QuerySpec query_specs[query_count] = {
 constexpr AttrNumber leases_column_name = 1;
 constexpr AttrNumber leases_column_owner = 2;
 constexpr AttrNumber leases_column_token = 3;
+constexpr AttrNumber leases_column_ttl = 4;
+constexpr AttrNumber leases_column_acquired_at = 5;
+constexpr AttrNumber leases_column_renewed_at = 6;
 constexpr AttrNumber leases_column_expires_at = 7;
 constexpr AttrNumber leases_column_role = 8;
 constexpr AttrNumber leases_column_session = 9;
+constexpr int leases_columns = 9;
 constexpr AttrNumber sessions_column_id = 1;
 constexpr AttrNumber sessions_column_owner = 2;
 constexpr AttrNumber sessions_column_role = 3;
@@ -572,14 +540,15 @@ enum Relation_ {
     rel_token_epoch_mark,
     rel_sessions,
     rel_prefix_rules,
+    rel_history,
     rel_stat_grants,  // the counters, in the order of Counter
     rel_count = rel_stat_grants + static_cast<int>(Counter::count)
 };
 
 constexpr const char* relation_names[rel_count] = {
-    "leases",     "fencing_token_seq", "token_epochs", "token_epoch_mark", "sessions",
-    "prefix_rules", "stat_grants",     "stat_denials", "stat_waits",       "stat_takeovers",
-    "stat_releases", "stat_revokes",   "stat_fence_rejections"};
+    "leases",       "fencing_token_seq", "token_epochs",   "token_epoch_mark", "sessions",
+    "prefix_rules", "history",           "stat_grants",    "stat_denials",     "stat_waits",
+    "stat_takeovers", "stat_releases",   "stat_revokes",   "stat_fence_rejections"};
 
 struct LeaseRelations {
     Oid oids[rel_count];
@@ -732,6 +701,144 @@ text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc)
     bool isnull;
     const Datum value = heap_getattr(row, column, desc, &isnull);
     return isnull ? nullptr : DatumGetTextPCopy(value);
+}
+
+// Adds the index entries of a row version just written to table (the row is
+// in slot, which knows its TID), as the executor does after a heap write. Not
+// as an update: that hint needs the updated columns of a statement.
+void add_index_entries(Relation table, TupleTableSlot* slot)
+{
+    EState* const estate = CreateExecutorState();
+    ResultRelInfo* const target = makeNode(ResultRelInfo);
+    InitResultRelInfo(target, table, 1, nullptr, 0);
+    ExecOpenIndices(target, false);
+    (void) ExecInsertIndexTuples(target, slot, estate, false, false, nullptr, NIL);
+    ExecCloseIndices(target);
+    FreeExecutorState(estate);
+}
+
+// How a lease row changes: its next version, or nullptr when the change does
+// not apply to it (as an UPDATE's WHERE clause, rechecked on the version that
+// a concurrent transaction left, like EvalPlanQual does).
+using LeaseRowChange = HeapTuple (*)(HeapTuple row, TupleDesc columns, void* context);
+
+// Applies change to the lease row of name, as an UPDATE statement run as the
+// table's owner would, but without an executor: grants and releases are the
+// hot path, and starting an executor costs several times the row change
+// itself (docs/performance.md). A version that a transaction in flight is
+// changing is waited for, then the change is applied to its successor.
+// Returns whether a row was changed; false when there is no row or change
+// declines it. Like any statement, makes the change visible to what follows.
+bool change_lease_row(const text* name, LeaseRowChange change, void* context)
+{
+    const Relation leases = table_open(lease_relations().oids[rel_leases], RowExclusiveLock);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.leases has no primary key");
+    const TupleDesc columns = RelationGetDescr(leases);
+    bool changed = false;
+    for (;;) {
+        ScanKeyData key;
+        ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
+                               TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
+                               PointerGetDatum(name));
+        const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+        const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+        const HeapTuple row = systable_getnext(scan);
+        const HeapTuple next_version = HeapTupleIsValid(row) ? change(row, columns, context) : nullptr;
+        ItemPointerData version;
+        if (next_version != nullptr)
+            version = row->t_self;
+        systable_endscan(scan);
+        UnregisterSnapshot(snapshot);
+        if (next_version == nullptr)
+            break;
+
+        TupleTableSlot* const slot = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
+        ExecStoreHeapTuple(next_version, slot, true);
+        TM_FailureData failure;
+        LockTupleMode lock_mode;
+        bool update_indexes;
+        const TM_Result result = table_tuple_update(leases, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
+                                                    InvalidSnapshot, true, &failure, &lock_mode, &update_indexes);
+        if (result == TM_Ok && update_indexes)
+            add_index_entries(leases, slot);
+        ExecDropSingleTupleTableSlot(slot);
+        if (result == TM_Ok) {
+            changed = true;
+            break;
+        }
+        // Anything but a concurrent change that committed (waited for above)
+        // means this transaction changed the row in the same command.
+        if (result != TM_Updated && result != TM_Deleted)
+            elog(ERROR, "lease: the row of lease \"%s\" was changed twice in one command", text_to_cstring(name));
+    }
+    table_close(leases, NoLock);
+    if (changed)
+        CommandCounterIncrement();
+    return changed;
+}
+
+// A grant: every column but the name, with a fresh token the first time it
+// is applied (a retry on a successor version keeps it).
+struct Grant {
+    const text* owner;
+    const Interval* ttl;
+    TimestampTz now;
+    TimestampTz expires_at;
+    Oid role;
+    int64 session;
+    int64 token;
+};
+
+HeapTuple grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    Grant& grant = *static_cast<Grant*>(context);
+    if (grant.token == 0)
+        grant.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
+    Datum values[leases_columns] = {};
+    bool nulls[leases_columns] = {};
+    bool replace[leases_columns] = {};
+    const auto set = [&](AttrNumber column, Datum value, bool null) {
+        values[column - 1] = value;
+        nulls[column - 1] = null;
+        replace[column - 1] = true;
+    };
+    set(leases_column_owner, PointerGetDatum(grant.owner), false);
+    set(leases_column_token, Int64GetDatum(grant.token), false);
+    set(leases_column_ttl, PointerGetDatum(grant.ttl), false);
+    set(leases_column_acquired_at, TimestampTzGetDatum(grant.now), false);
+    set(leases_column_renewed_at, TimestampTzGetDatum(grant.now), false);
+    set(leases_column_expires_at, TimestampTzGetDatum(grant.expires_at), false);
+    set(leases_column_role, ObjectIdGetDatum(grant.role), false);
+    set(leases_column_session, Int64GetDatum(grant.session), grant.session == 0);
+    return heap_modify_tuple(row, columns, values, nulls, replace);
+}
+
+// The end of a grant (release, or an expiry once reported): only while the
+// row still carries that grant.
+struct GrantEnd {
+    int64 token;
+    TimestampTz now;
+};
+
+HeapTuple end_grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    const GrantEnd& end = *static_cast<const GrantEnd*>(context);
+    bool isnull;
+    const int64 token = DatumGetInt64(heap_getattr(row, leases_column_token, columns, &isnull));
+    (void) heap_getattr(row, leases_column_owner, columns, &isnull);
+    if (token != end.token || isnull)
+        return nullptr;
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
+    Datum values[leases_columns] = {};
+    bool nulls[leases_columns] = {};
+    bool replace[leases_columns] = {};
+    nulls[leases_column_owner - 1] = replace[leases_column_owner - 1] = true;
+    nulls[leases_column_session - 1] = replace[leases_column_session - 1] = true;
+    values[leases_column_expires_at - 1] = TimestampTzGetDatum(expires_at < end.now ? expires_at : end.now);
+    replace[leases_column_expires_at - 1] = true;
+    return heap_modify_tuple(row, columns, values, nulls, replace);
 }
 
 }  // namespace
@@ -925,6 +1032,11 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
                   Oid role, int64 session)
 {
     const bool sessions = catalog_has_sessions();
+    if (sessions) {
+        Grant grant = {owner, ttl, now, expires_at, role, session, 0};
+        if (change_lease_row(name, grant_row, &grant))
+            return grant.token;
+    }
     Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
                        PointerGetDatum(ttl),         TimestampTzGetDatum(now),
                        TimestampTzGetDatum(expires_at), ObjectIdGetDatum(role),
@@ -932,8 +1044,9 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
     const char nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', session != 0 ? ' ' : 'n'};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(sessions ? query_grant : query_grant_v11, values, nulls, false);
-    if (SPI_processed == 0)
+    if (!sessions)
+        run(query_grant_v11, values, nulls, false);
+    if (sessions || SPI_processed == 0)
         run(sessions ? query_create : query_create_v11, values, nulls, false);
     if (SPI_processed != 1)
         elog(ERROR, "lease: the grant of lease \"%s\" wrote no row", text_to_cstring(name));
@@ -960,28 +1073,24 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
     return extended;
 }
 
-namespace {
-
-bool update_grant(Query query, const text* name, int64 token, TimestampTz now)
+bool store_release(const text* name, int64 token, TimestampTz now)
 {
+    if (catalog_has_sessions()) {
+        GrantEnd end = {token, now};
+        return change_lease_row(name, end_grant_row, &end);
+    }
     Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query, values, nullptr, false);
+    run(query_release_v11, values, nullptr, false);
     const bool changed = SPI_processed == 1;
     finish_as_caller(caller);
     return changed;
 }
 
-}  // namespace
-
-bool store_release(const text* name, int64 token, TimestampTz now)
-{
-    return update_grant(catalog_has_sessions() ? query_release : query_release_v11, name, token, now);
-}
-
 bool store_expire(const text* name, int64 token, TimestampTz now)
 {
-    return update_grant(query_expire, name, token, now);
+    GrantEnd end = {token, now};
+    return change_lease_row(name, end_grant_row, &end);
 }
 
 bool store_revoke(const text* name, TimestampTz now, int64* token)
@@ -1073,23 +1182,51 @@ ReleasedLease* store_session_close(int64 session, TimestampTz now, int* count, b
     return released;
 }
 
+namespace {
+
+// lease.history's columns, in order: at, event, name, token, owner, session, role.
+constexpr Oid history_column_types[] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID};
+constexpr int history_columns = sizeof(history_column_types) / sizeof(history_column_types[0]);
+
+void require_history_columns(Relation history)
+{
+    const TupleDesc columns = RelationGetDescr(history);
+    bool expected = columns->natts == history_columns;
+    for (int c = 0; expected && c < history_columns; ++c)
+        expected = !TupleDescAttr(columns, c)->attisdropped && TupleDescAttr(columns, c)->atttypid == history_column_types[c];
+    if (!expected)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("lease.history does not have the columns this version of extension lease writes"),
+                        errhint("Recreate the extension, or restore the table's definition from its script.")));
+}
+
+}  // namespace
+
+// Every grant and release appends a history row, so the row goes straight into
+// the heap and its indexes (as change_lease_row changes a lease) instead of
+// through an INSERT statement. So rules and triggers on lease.history do not
+// fire (docs/reference.md, "lease.history").
 void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
                    int64 session, Oid role)
 {
-    Datum values[7] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event), PointerGetDatum(name),
-                       Int64GetDatum(token),      PointerGetDatum(owner),     Int64GetDatum(session),
-                       ObjectIdGetDatum(role)};
-    const char nulls[7] = {' ',
-                           ' ',
-                           name != nullptr ? ' ' : 'n',
-                           token != 0 ? ' ' : 'n',
-                           owner != nullptr ? ' ' : 'n',
-                           session != 0 ? ' ' : 'n',
-                           OidIsValid(role) ? ' ' : 'n'};
+    const Relation history = table_open(lease_relations().oids[rel_history], RowExclusiveLock);
+    require_history_columns(history);
 
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_history, values, nulls, false);
-    finish_as_caller(caller);
+    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(history), &TTSOpsVirtual);
+    const Datum values[history_columns] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event),
+                                           PointerGetDatum(name),     Int64GetDatum(token),
+                                           PointerGetDatum(owner),    Int64GetDatum(session),
+                                           ObjectIdGetDatum(role)};
+    const bool nulls[history_columns] = {false, false, name == nullptr, token == 0, owner == nullptr, session == 0,
+                                         !OidIsValid(role)};
+    memcpy(row->tts_values, values, sizeof(values));
+    memcpy(row->tts_isnull, nulls, sizeof(nulls));
+    ExecStoreVirtualTuple(row);
+
+    simple_table_tuple_insert(history, row);
+    add_index_entries(history, row);
+    ExecDropSingleTupleTableSlot(row);
+    table_close(history, NoLock);
 }
 
 int64 store_prune_history(TimestampTz cutoff)
