@@ -32,7 +32,6 @@ enum Query {
     query_grant_v11,
     query_create,
     query_create_v11,
-    query_heartbeat,
     query_heartbeat_v11,
     query_release_v11,
     query_revoke,
@@ -108,22 +107,8 @@ constexpr QuerySpec query_specs[query_count] = {
      5,
      {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL,
-    // $5 caller's role, $6 caller is admin): the role test is what makes a
-    // heartbeat by another application fail; it is true at once for the
-    // grant's own role.
-    {"UPDATE lease.leases"
-     "   SET renewed_at = $3,"
-     "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
-     " WHERE name OPERATOR(pg_catalog.=) $1"
-     "   AND token OPERATOR(pg_catalog.=) $2"
-     "   AND owner IS NOT NULL"
-     "   AND expires_at OPERATOR(pg_catalog.>) $3"
-     "   AND session IS NULL"
-     "   AND (role IS NULL OR role OPERATOR(pg_catalog.=) $5 OR $6"
-     "        OR pg_catalog.pg_has_role($5::pg_catalog.oid, role::pg_catalog.oid, 'USAGE'))",
-     6,
-     {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, BOOLOID}},
+    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL),
+    // on a 1.1 catalog; a 1.2 catalog's heartbeats change the row directly.
     {"UPDATE lease.leases"
      "   SET renewed_at = $3,"
      "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
@@ -815,6 +800,48 @@ HeapTuple grant_row(HeapTuple row, TupleDesc columns, void* context)
     return heap_modify_tuple(row, columns, values, nulls, replace);
 }
 
+// A heartbeat: only while the row carries that grant, live, not a session's,
+// and the caller acts for the grant's role (else docs/reference.md's 42501,
+// which the caller raises after rereading the lease).
+struct Renewal {
+    int64 token;
+    TimestampTz now;
+    const TimestampTz* explicit_expires_at;
+    Oid caller_role;
+    bool caller_is_admin;
+};
+
+HeapTuple renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    const Renewal& renewal = *static_cast<const Renewal*>(context);
+    bool isnull;
+    const int64 token = DatumGetInt64(heap_getattr(row, leases_column_token, columns, &isnull));
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
+    bool free;
+    (void) heap_getattr(row, leases_column_owner, columns, &free);
+    bool plain;
+    (void) heap_getattr(row, leases_column_session, columns, &plain);
+    bool no_role;
+    const Oid role = DatumGetObjectId(heap_getattr(row, leases_column_role, columns, &no_role));
+    if (token != renewal.token || free || expires_at <= renewal.now || !plain)
+        return nullptr;
+    if (!no_role && role != renewal.caller_role && !renewal.caller_is_admin &&
+        !has_privs_of_role(renewal.caller_role, role))
+        return nullptr;
+    const Datum ttl = heap_getattr(row, leases_column_ttl, columns, &isnull);
+    Datum values[leases_columns] = {};
+    bool nulls[leases_columns] = {};
+    bool replace[leases_columns] = {};
+    values[leases_column_renewed_at - 1] = TimestampTzGetDatum(renewal.now);
+    replace[leases_column_renewed_at - 1] = true;
+    values[leases_column_expires_at - 1] =
+        renewal.explicit_expires_at != nullptr
+            ? TimestampTzGetDatum(*renewal.explicit_expires_at)
+            : DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(renewal.now), ttl);
+    replace[leases_column_expires_at - 1] = true;
+    return heap_modify_tuple(row, columns, values, nulls, replace);
+}
+
 // The end of a grant (release, or an expiry once reported): only while the
 // row still carries that grant.
 struct GrantEnd {
@@ -1058,16 +1085,16 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
 bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at, Oid role,
                      bool admin)
 {
-    Datum values[6] = {PointerGetDatum(name),
-                       Int64GetDatum(token),
-                       TimestampTzGetDatum(now),
-                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0),
-                       ObjectIdGetDatum(role),
-                       BoolGetDatum(admin)};
-    const char nulls[6] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n', ' ', ' '};
+    if (catalog_has_sessions()) {
+        Renewal renewal = {token, now, explicit_expires_at, role, admin};
+        return change_lease_row(name, renew_grant_row, &renewal);
+    }
+    Datum values[4] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
+    const char nulls[4] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n'};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(catalog_has_sessions() ? query_heartbeat : query_heartbeat_v11, values, nulls, false);
+    run(query_heartbeat_v11, values, nulls, false);
     const bool extended = SPI_processed == 1;
     finish_as_caller(caller);
     return extended;
