@@ -29,10 +29,13 @@ struct QuerySpec {
 // caller's search_path can redirect these queries. Queries named *_v11 serve
 // a catalog not yet updated to 1.2 (no role or session columns).
 enum Query {
+    query_grant,
     query_grant_v11,
     query_create,
     query_create_v11,
+    query_heartbeat,
     query_heartbeat_v11,
+    query_release,
     query_release_v11,
     query_revoke,
     query_revoke_v11,
@@ -43,6 +46,7 @@ enum Query {
     query_session_keepalive,
     query_session_free_leases,
     query_session_mark_closed,
+    query_history,
     query_prune_history,
     query_prefix_rules,
     query_allow,
@@ -80,8 +84,17 @@ constexpr QuerySpec query_specs[query_count] = {
     // the lease and deciding it may be granted, so no heartbeat, release or
     // revoke of this lease is in flight (they need the fence lock too).
 
-    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at), on a 1.1
-    // catalog; a 1.2 catalog's grants change the row directly (change_lease_row)
+    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at, $6 role, $7 session),
+    // for a lease.leases with triggers or rules (change_lease_row otherwise)
+    {"UPDATE lease.leases"
+     "   SET owner = $2,"
+     "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+     "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5, role = $6, session = $7"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     " RETURNING token",
+     7,
+     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}},
+    // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at), on a 1.1 catalog
     {"UPDATE lease.leases"
      "   SET owner = $2,"
      "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
@@ -107,8 +120,24 @@ constexpr QuerySpec query_specs[query_count] = {
      5,
      {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
-    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL),
-    // on a 1.1 catalog; a 1.2 catalog's heartbeats change the row directly.
+    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL,
+    // $5 caller's role, $6 caller is admin), for a lease.leases with triggers
+    // or rules: the role test is what makes a heartbeat by another
+    // application fail; it is true at once for the grant's own role.
+    {"UPDATE lease.leases"
+     "   SET renewed_at = $3,"
+     "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL"
+     "   AND expires_at OPERATOR(pg_catalog.>) $3"
+     "   AND session IS NULL"
+     "   AND (role IS NULL OR role OPERATOR(pg_catalog.=) $5 OR $6"
+     "        OR pg_catalog.pg_has_role($5::pg_catalog.oid, role::pg_catalog.oid, 'USAGE'))",
+     6,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, BOOLOID}},
+    // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL), on a
+    // 1.1 catalog
     {"UPDATE lease.leases"
      "   SET renewed_at = $3,"
      "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
@@ -119,6 +148,17 @@ constexpr QuerySpec query_specs[query_count] = {
      4,
      {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}},
 
+    // release($1 name, $2 token, $3 now), also the report of an ended grant
+    // (expire), for a lease.leases with triggers or rules: the caller has
+    // checked the grant; this guards against a release or revoke that
+    // committed since.
+    {"UPDATE lease.leases"
+     "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
+     " WHERE name OPERATOR(pg_catalog.=) $1"
+     "   AND token OPERATOR(pg_catalog.=) $2"
+     "   AND owner IS NOT NULL",
+     3,
+     {TEXTOID, INT8OID, TIMESTAMPTZOID}},
     // release($1 name, $2 token, $3 now), on a 1.1 catalog.
     {"UPDATE lease.leases"
      "   SET owner = NULL, expires_at = $3"
@@ -128,7 +168,6 @@ constexpr QuerySpec query_specs[query_count] = {
      "   AND expires_at OPERATOR(pg_catalog.>) $3",
      3,
      {TEXTOID, INT8OID, TIMESTAMPTZOID}},
-
 
     // revoke($1 name, $2 now)
     {"UPDATE lease.leases"
@@ -206,6 +245,13 @@ constexpr QuerySpec query_specs[query_count] = {
      " WHERE id OPERATOR(pg_catalog.=) $1 AND closed_at IS NULL",
      2,
      {INT8OID, TIMESTAMPTZOID}},
+
+    // history($1 at, $2 event, $3 name, $4 token, $5 owner, $6 session, $7 role),
+    // for a lease.history with triggers or rules
+    {"INSERT INTO lease.history (at, event, name, token, owner, session, role)"
+     " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+     7,
+     {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID}},
 
     // prune_history($1 cutoff)
     {"DELETE FROM lease.history WHERE at OPERATOR(pg_catalog.<) $1", 1, {TIMESTAMPTZOID}},
@@ -702,6 +748,17 @@ void add_index_entries(Relation table, TupleTableSlot* slot)
     FreeExecutorState(estate);
 }
 
+// Whether the extension writes one of its tables directly (change_lease_row,
+// store_history): not when someone gave it triggers or rules, which fire for
+// SQL statements only, so that they keep firing (docs/reference.md).
+bool written_directly(Relation_ table)
+{
+    const Relation relation = table_open(lease_relations().oids[table], RowExclusiveLock);
+    const bool plain = relation->trigdesc == nullptr && relation->rd_rules == nullptr;
+    table_close(relation, NoLock);
+    return plain;
+}
+
 // How a lease row changes: its next version, or nullptr when the change does
 // not apply to it (as an UPDATE's WHERE clause, rechecked on the version that
 // a concurrent transaction left, like EvalPlanQual does).
@@ -1059,7 +1116,8 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
                   Oid role, int64 session)
 {
     const bool sessions = catalog_has_sessions();
-    if (sessions) {
+    const bool directly = sessions && written_directly(rel_leases);
+    if (directly) {
         Grant grant = {owner, ttl, now, expires_at, role, session, 0};
         if (change_lease_row(name, grant_row, &grant))
             return grant.token;
@@ -1071,9 +1129,9 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
     const char nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', session != 0 ? ' ' : 'n'};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    if (!sessions)
-        run(query_grant_v11, values, nulls, false);
-    if (sessions || SPI_processed == 0)
+    if (!directly)
+        run(sessions ? query_grant : query_grant_v11, values, nulls, false);
+    if (directly || SPI_processed == 0)
         run(sessions ? query_create : query_create_v11, values, nulls, false);
     if (SPI_processed != 1)
         elog(ERROR, "lease: the grant of lease \"%s\" wrote no row", text_to_cstring(name));
@@ -1085,39 +1143,53 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
 bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at, Oid role,
                      bool admin)
 {
-    if (catalog_has_sessions()) {
+    const bool sessions = catalog_has_sessions();
+    if (sessions && written_directly(rel_leases)) {
         Renewal renewal = {token, now, explicit_expires_at, role, admin};
         return change_lease_row(name, renew_grant_row, &renewal);
     }
-    Datum values[4] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now),
-                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
-    const char nulls[4] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n'};
+    Datum values[6] = {PointerGetDatum(name),
+                       Int64GetDatum(token),
+                       TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0),
+                       ObjectIdGetDatum(role),
+                       BoolGetDatum(admin)};
+    const char nulls[6] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n', ' ', ' '};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_heartbeat_v11, values, nulls, false);
+    run(sessions ? query_heartbeat : query_heartbeat_v11, values, nulls, false);
     const bool extended = SPI_processed == 1;
     finish_as_caller(caller);
     return extended;
 }
 
-bool store_release(const text* name, int64 token, TimestampTz now)
+namespace {
+
+bool end_grant(const text* name, int64 token, TimestampTz now)
 {
-    if (catalog_has_sessions()) {
+    const bool sessions = catalog_has_sessions();
+    if (sessions && written_directly(rel_leases)) {
         GrantEnd end = {token, now};
         return change_lease_row(name, end_grant_row, &end);
     }
     Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_release_v11, values, nullptr, false);
+    run(sessions ? query_release : query_release_v11, values, nullptr, false);
     const bool changed = SPI_processed == 1;
     finish_as_caller(caller);
     return changed;
 }
 
+}  // namespace
+
+bool store_release(const text* name, int64 token, TimestampTz now)
+{
+    return end_grant(name, token, now);
+}
+
 bool store_expire(const text* name, int64 token, TimestampTz now)
 {
-    GrantEnd end = {token, now};
-    return change_lease_row(name, end_grant_row, &end);
+    return end_grant(name, token, now);
 }
 
 bool store_revoke(const text* name, TimestampTz now, int64* token)
@@ -1231,11 +1303,26 @@ void require_history_columns(Relation history)
 
 // Every grant and release appends a history row, so the row goes straight into
 // the heap and its indexes (as change_lease_row changes a lease) instead of
-// through an INSERT statement. So rules and triggers on lease.history do not
-// fire (docs/reference.md, "lease.history").
+// through an INSERT statement, unless the table has triggers or rules.
 void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
                    int64 session, Oid role)
 {
+    if (!written_directly(rel_history)) {
+        Datum values[7] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event), PointerGetDatum(name),
+                           Int64GetDatum(token),      PointerGetDatum(owner),     Int64GetDatum(session),
+                           ObjectIdGetDatum(role)};
+        const char nulls[7] = {' ',
+                               ' ',
+                               name != nullptr ? ' ' : 'n',
+                               token != 0 ? ' ' : 'n',
+                               owner != nullptr ? ' ' : 'n',
+                               session != 0 ? ' ' : 'n',
+                               OidIsValid(role) ? ' ' : 'n'};
+        const CallerIdentity caller = connect_as_lease_owner();
+        run(query_history, values, nulls, false);
+        finish_as_caller(caller);
+        return;
+    }
     const Relation history = table_open(lease_relations().oids[rel_history], RowExclusiveLock);
     require_history_columns(history);
 
