@@ -172,7 +172,7 @@ Datum release(FunctionCallInfo fcinfo)
     const TimestampTz now = GetCurrentTimestamp();
     const lease::LeaseState lease = lease::read_latest(name);
     bool session_lease;
-    if (!callers_live_grant(name, lease, token, now, &session_lease) || !lease::store_release(name, token, now))
+    if (!callers_live_grant(name, lease, token, now, &session_lease) || !lease::store_release(name, lease.version, token, now))
         PG_RETURN_BOOL(keep_share_lock_if(false, &tag));
     lease::record_event(lease::Event::released, name, token, lease.owner, lease.session, lease.role);
     lease::count_event(lease::Counter::releases);
@@ -280,7 +280,7 @@ Datum expire_due(FunctionCallInfo)
         TimestampTz expiry;
         int64 bound_session;
         if (lease.owner == nullptr || lease::grant_live(lease, now, &expiry, &bound_session) ||
-            !lease::store_expire(names[i], lease.token, now)) {
+            !lease::store_expire(names[i], lease.version, lease.token, now)) {
             LockRelease(&tag, ExclusiveLock, false);
             continue;
         }

@@ -103,7 +103,8 @@ int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool li
     forget_passed_fence_checks();
     const TimestampTz expires_at = request.session != 0 ? DT_NOEND : expiry_after(now, request.ttl_microseconds);
     const int64 token =
-        store_grant(request.name, request.owner, request.ttl, now, expires_at, GetUserId(), request.session);
+        store_grant(request.name, lease.version, request.owner, request.ttl, now, expires_at, GetUserId(),
+                    request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
     // A token a client has seen must never be handed out again, crash or not,

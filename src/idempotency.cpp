@@ -55,7 +55,7 @@ void finish_execution(const text* key, int64 token, const char* status, const Js
                         errmsg("fencing token %lld is not the running execution of idempotency key \"%s\"",
                                static_cast<long long>(token), text_to_cstring(key))));
     const LeaseState lease = read_latest(key);
-    if (lease.token == token && lease.owner != nullptr && store_release(key, token, now)) {
+    if (lease.token == token && lease.owner != nullptr && store_release(key, lease.version, token, now)) {
         record_event(Event::released, key, token, lease.owner, lease.session, lease.role);
         count_event(Counter::releases);
         wake_waiters_at_commit(key);

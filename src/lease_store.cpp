@@ -764,37 +764,69 @@ bool written_directly(Relation_ table)
 // a concurrent transaction left, like EvalPlanQual does).
 using LeaseRowChange = HeapTuple (*)(HeapTuple row, TupleDesc columns, void* context);
 
+// The next version of the row version at tid, when that is still the latest
+// version of name's row (nothing has updated it since it was read) and change
+// applies to it; nullptr otherwise, and the caller looks the row up.
+HeapTuple change_version_read(Relation leases, const text* name, ItemPointerData tid, LeaseRowChange change,
+                              void* context)
+{
+    HeapTupleData row;
+    row.t_self = tid;
+    Buffer buffer;
+    HeapTuple next_version = nullptr;
+    if (heap_fetch(leases, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
+        const TupleDesc columns = RelationGetDescr(leases);
+        bool isnull;
+        const Datum row_name = heap_getattr(&row, leases_column_name, columns, &isnull);
+        if (DatumGetBool(DirectFunctionCall2Coll(texteq, TupleDescAttr(columns, leases_column_name - 1)->attcollation,
+                                                 row_name, PointerGetDatum(name))))
+            next_version = change(&row, columns, context);
+    }
+    if (BufferIsValid(buffer))
+        ReleaseBuffer(buffer);
+    return next_version;
+}
+
 // Applies change to the lease row of name, as an UPDATE statement run as the
 // table's owner would, but without an executor: grants and releases are the
 // hot path, and starting an executor costs several times the row change
-// itself (docs/performance.md). A version that a transaction in flight is
-// changing is waited for, then the change is applied to its successor.
-// Returns whether a row was changed; false when there is no row or change
-// declines it. Like any statement, makes the change visible to what follows.
-bool change_lease_row(const text* name, LeaseRowChange change, void* context)
+// itself (docs/performance.md). Starts from the version read_latest found
+// (version_read) when it is still the latest, else looks the row up. A version
+// that a transaction in flight is changing is waited for, then the change is
+// applied to its successor. Returns whether a row was changed; false when there
+// is no row or change declines it. Like any statement, makes the change
+// visible to what follows.
+bool change_lease_row(const text* name, const ItemPointerData& version_read, LeaseRowChange change, void* context)
 {
     const Relation leases = table_open(lease_relations().oids[rel_leases], RowExclusiveLock);
-    const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
-    if (!OidIsValid(primary_key))
-        elog(ERROR, "lease: lease.leases has no primary key");
     const TupleDesc columns = RelationGetDescr(leases);
     bool changed = false;
-    for (;;) {
-        ScanKeyData key;
-        ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
-                               TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
-                               PointerGetDatum(name));
-        const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-        const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
-        const HeapTuple row = systable_getnext(scan);
-        const HeapTuple next_version = HeapTupleIsValid(row) ? change(row, columns, context) : nullptr;
-        ItemPointerData version;
-        if (next_version != nullptr)
-            version = row->t_self;
-        systable_endscan(scan);
-        UnregisterSnapshot(snapshot);
-        if (next_version == nullptr)
-            break;
+    for (bool look_up = !ItemPointerIsValid(&version_read);; look_up = true) {
+        ItemPointerData version = version_read;
+        HeapTuple next_version = nullptr;
+        if (!look_up) {
+            next_version = change_version_read(leases, name, version_read, change, context);
+            if (next_version == nullptr)
+                continue;
+        } else {
+            const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
+            if (!OidIsValid(primary_key))
+                elog(ERROR, "lease: lease.leases has no primary key");
+            ScanKeyData key;
+            ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
+                                   TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
+                                   PointerGetDatum(name));
+            const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+            const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+            const HeapTuple row = systable_getnext(scan);
+            next_version = HeapTupleIsValid(row) ? change(row, columns, context) : nullptr;
+            if (next_version != nullptr)
+                version = row->t_self;
+            systable_endscan(scan);
+            UnregisterSnapshot(snapshot);
+            if (next_version == nullptr)
+                break;
+        }
 
         TupleTableSlot* const slot = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
         ExecStoreHeapTuple(next_version, slot, true);
@@ -1068,12 +1100,13 @@ LeaseState read_latest(const text* name)
     // needs SELECT on lease.leases as for any read.
     const KeyScan scan = begin_key_scan(lease_relations().oids[rel_leases], "leases", leases_column_name, F_TEXTEQ,
                                         PointerGetDatum(name));
-    LeaseState state = {false, 0, nullptr, 0, InvalidOid, 0};
+    LeaseState state = {};
     const HeapTuple row = systable_getnext(scan.scan);
     if (HeapTupleIsValid(row)) {
         const TupleDesc desc = RelationGetDescr(scan.table);
         bool isnull;
         state.found = true;
+        state.version = row->t_self;
         state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
         state.owner = copy_text_attribute(row, leases_column_owner, desc);
         state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
@@ -1112,14 +1145,14 @@ SessionState read_session(int64 session)
     return state;
 }
 
-int64 store_grant(const text* name, const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at,
-                  Oid role, int64 session)
+int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
+                  TimestampTz now, TimestampTz expires_at, Oid role, int64 session)
 {
     const bool sessions = catalog_has_sessions();
     const bool directly = sessions && written_directly(rel_leases);
     if (directly) {
         Grant grant = {owner, ttl, now, expires_at, role, session, 0};
-        if (change_lease_row(name, grant_row, &grant))
+        if (change_lease_row(name, version_read, grant_row, &grant))
             return grant.token;
     }
     Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
@@ -1146,7 +1179,8 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
     const bool sessions = catalog_has_sessions();
     if (sessions && written_directly(rel_leases)) {
         Renewal renewal = {token, now, explicit_expires_at, role, admin};
-        return change_lease_row(name, renew_grant_row, &renewal);
+        const ItemPointerData look_up = {};
+        return change_lease_row(name, look_up, renew_grant_row, &renewal);
     }
     Datum values[6] = {PointerGetDatum(name),
                        Int64GetDatum(token),
@@ -1165,12 +1199,12 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
 
 namespace {
 
-bool end_grant(const text* name, int64 token, TimestampTz now)
+bool end_grant(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
 {
     const bool sessions = catalog_has_sessions();
     if (sessions && written_directly(rel_leases)) {
         GrantEnd end = {token, now};
-        return change_lease_row(name, end_grant_row, &end);
+        return change_lease_row(name, version_read, end_grant_row, &end);
     }
     Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
@@ -1182,14 +1216,14 @@ bool end_grant(const text* name, int64 token, TimestampTz now)
 
 }  // namespace
 
-bool store_release(const text* name, int64 token, TimestampTz now)
+bool store_release(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
 {
-    return end_grant(name, token, now);
+    return end_grant(name, version_read, token, now);
 }
 
-bool store_expire(const text* name, int64 token, TimestampTz now)
+bool store_expire(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
 {
-    return end_grant(name, token, now);
+    return end_grant(name, version_read, token, now);
 }
 
 bool store_revoke(const text* name, TimestampTz now, int64* token)

@@ -41,6 +41,7 @@ void require_sessions_catalog(const char* what);
 
 struct LeaseState {
     bool found;
+    ItemPointerData version;  // where the row version read is, for a change that follows
     int64 token;
     text* owner;  // NULL when free
     TimestampTz expires_at;
@@ -66,8 +67,9 @@ SessionState read_session(int64 session);
 
 // Writes a grant of the lease (an update, or an insert for a new name) and
 // returns its token. Call with the fence lock held in ExclusiveLock.
-int64 store_grant(const text* name, const text* owner, const Interval* ttl, TimestampTz now,
-                  TimestampTz expires_at, Oid role, int64 session);
+// version_read is LeaseState::version of the read that decided it.
+int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
+                  TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
 
 // Extends a live, non-session grant that the caller may act for (role is the
 // caller's role; admin acts for everyone). explicit_expires_at is NULL to
@@ -75,11 +77,12 @@ int64 store_grant(const text* name, const text* owner, const Interval* ttl, Time
 bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
                      Oid role, bool admin);
 
-// Frees the grant with this token if it still holds it.
-bool store_release(const text* name, int64 token, TimestampTz now);
+// Frees the grant with this token if it still holds it (version_read as for
+// store_grant).
+bool store_release(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now);
 
 // Frees the grant with this token, as an expiry that is being reported.
-bool store_expire(const text* name, int64 token, TimestampTz now);
+bool store_expire(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now);
 
 // Returns whether the lease exists; *token is its new token when it does.
 bool store_revoke(const text* name, TimestampTz now, int64* token);

@@ -6,6 +6,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/sysattr.h"
