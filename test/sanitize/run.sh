@@ -64,7 +64,7 @@ SERVER_ENV=(UBSAN_OPTIONS="print_stacktrace=1:print_summary=1")
 BUILD=$WORK/build
 ROOT=$WORK/root
 mkdir -p "$BUILD"
-cp -r Makefile lease.control src sql specs expected test "$BUILD"/
+cp -r Makefile lease.control src cli sql specs expected test "$BUILD"/
 find "$BUILD" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
 ok=1
 make -C "$BUILD" -s PG_CONFIG="$PG_CONFIG" \
