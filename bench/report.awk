@@ -5,7 +5,9 @@
 #   size  SECONDS heap_bytes index_bytes total_bytes
 #   hot   n_tup_upd n_tup_hot_upd           (deltas over the sustained phase)
 #   mem   FUNCTION CALLS rss_before_kB rss_after_kB seconds
-# Variables: rounds, bulk_rows, small_n, big_n, calls, sustain, clients.
+#   idle  KEY CLIENTS ROUND cpu_ms wall_ms  (CPU of the other, idle cluster during a run)
+# Variables: rounds, bulk_rows, small_n, big_n, calls, sustain, clients,
+# main_version, base_version and base_commit (empty without a baseline).
 
 function median(list,    n, a, i, j, t) {
     n = split(list, a, " ")
@@ -66,11 +68,16 @@ $1 == "bulk" { val["ms", $2, 1, $4] = $5 }
 $1 == "size" { size_t[++nsize] = $2; size_heap[nsize] = $3; size_idx[nsize] = $4; size_total[nsize] = $5 }
 $1 == "tsize" { ts[$2, $3] = $4 + $5; tsh[$2, $3] = $4; tsi[$2, $3] = $5; tsn[$3] = 1 }
 $1 == "hot" { hot_upd = $2; hot_hot = $3 }
+$1 == "idle" {
+    side = ($2 ~ /^base_/) ? "base" : "main"
+    idle_cpu[side] += $5; idle_wall[side] += $6; idle_runs[side]++
+    if ($5 > idle_max[side]) idle_max[side] = $5
+}
 $1 == "mem" { mem[++nmem] = $2; mem_calls[nmem] = $3; mem_before[nmem] = $4; mem_after[nmem] = $5; mem_secs[nmem] = $6 }
 
 END {
     nkeys = split("select1 ceiling_update lease_heartbeat naive_heartbeat lease_heartbeat_quiet " \
-                  "lease_acqrel naive_acqrel lease_acqrel_nonotify lease_acqrel_quiet " \
+                  "lease_acqrel naive_acqrel lease_acqrel_nonotify lease_acqrel_quiet base_heartbeat base_acqrel " \
                   "lease_contended naive_contended row_unfenced row_fenced row_naive " \
                   "small_acqrel big_acqrel small_heartbeat big_heartbeat", keys, " ")
     label["select1"] = "ceiling: `SELECT 1`"
@@ -82,6 +89,9 @@ END {
     label["lease_acqrel_quiet"] = "lease: acquire + release, events off (no history, no NOTIFY)"
     label["lease_acqrel"] = "lease: acquire + release (own name, 2 xacts)"
     label["naive_acqrel"] = "naive: acquire + release (own name, 2 xacts)"
+    base = "lease " base_version " (" base_commit ")"
+    label["base_heartbeat"] = base ": heartbeat (own held lease)"
+    label["base_acqrel"] = base ": acquire + release (own name, 2 xacts)"
     label["lease_contended"] = "lease: contended acquire (+ release if won), 16 names"
     label["naive_contended"] = "naive: contended acquire (+ release if won), 16 names"
     label["row_unfenced"] = "one-row INSERT xact, no fence"
@@ -168,6 +178,16 @@ END {
     target_row("heartbeat p99: lease / naive", "8", ratio("p99", "lease_heartbeat", "naive_heartbeat", 8), "<=", 1.0, "x")
     for (i = 1; i <= nc; i++)
         target_row("heartbeat ops/s: lease / durable-UPDATE ceiling", cl[i], ratio("tps", "lease_heartbeat", "ceiling_update", cl[i]), ">=", 0.90, "x")
+    if (("base_acqrel", cl[1]) in seen) {
+        for (i = 1; i <= nc; i++)
+            target_row("acquire + release ops/s: " main_version " / " base_version, cl[i], ratio("tps", "lease_acqrel", "base_acqrel", cl[i]), ">=", 0.95, "x")
+        for (i = 1; i <= nc; i++)
+            target_row("heartbeat ops/s: " main_version " / " base_version, cl[i], ratio("tps", "lease_heartbeat", "base_heartbeat", cl[i]), ">=", 0.95, "x")
+        for (i = 1; i <= nc; i++)
+            info_row("acquire + release ops/s: " main_version " with events off / " base_version, cl[i], ratio("tps", "lease_acqrel_quiet", "base_acqrel", cl[i]), "no history, no NOTIFY")
+        for (i = 1; i <= nc; i++)
+            info_row("heartbeat ops/s: " main_version " with events off / " base_version, cl[i], ratio("tps", "lease_heartbeat_quiet", "base_heartbeat", cl[i]), "no history, no NOTIFY")
+    }
     for (i = 1; i <= nc; i++)
         info_row("contended acquire ops/s: lease / naive", cl[i], ratio("tps", "lease_contended", "naive_contended", cl[i]), "")
     target_row("acquire + release ops/s: " commas(big_n) " / " commas(small_n) " leases", "8", ratio("tps", "big_acqrel", "small_acqrel", 8), ">=", 0.90, "x")
@@ -194,11 +214,13 @@ END {
         print ""
         print "### What events cost: `lease.history` and `NOTIFY`"
         print ""
-        print "Every grant, release, revoke and expiry inserts a `lease.history` row and sends"
-        print "a `NOTIFY lease_events` by default; the targets above are measured so. The same"
-        print "workloads ran in the same rounds with `lease.notify_events = off` (history still"
-        print "recorded) and with both `lease.notify_events` and `lease.record_history` off"
-        print "(session settings). A heartbeat records no event."
+        print "By default (the settings the targets above are measured with) every grant,"
+        print "release, revoke and expiry inserts a `lease.history` row, and sends a `NOTIFY"
+        print "lease_events` only while a connection watches (`lease.notify_events = watched`;"
+        print "none does in these runs, so an event costs a probe of the watchers' lock). The"
+        print "same workloads ran in the same rounds with `lease.notify_events = off` (history"
+        print "still recorded) and with both `lease.notify_events` and `lease.record_history`"
+        print "off (session settings). A heartbeat records no event."
         print ""
         print "| ratio of ops/s | clients | measured |"
         print "|---|---:|---:|"
@@ -214,6 +236,29 @@ END {
             printf "| acquire + release: lease with NOTIFY off, history on / naive | %s | %.2f× |\n", cl[i], ratio("tps", "lease_acqrel_nonotify", "naive_acqrel", cl[i])
         for (i = 1; i <= nc; i++)
             printf "| heartbeat: default / events off | %s | %.2f× |\n", cl[i], ratio("tps", "lease_heartbeat", "lease_heartbeat_quiet", cl[i])
+    }
+
+    if (("base_acqrel", cl[1]) in seen) {
+        print ""
+        printf "### %s against %s\n", main_version, base_version
+        print ""
+        printf "The %s side is commit %s, built from `git archive` into a private directory\n", base_version, base_commit
+        print "and run in a second throwaway cluster with the same settings and the same"
+        print "`bench` database; its acquire + release and heartbeat runs (the same pgbench"
+        printf "scripts) are interleaved with the %s sides above in the rotated order. Each\n", main_version
+        print "run drives one cluster while the other idles; what the idle one used:"
+        print ""
+        print "| idle cluster | during | runs | CPU used | share of one core | most in one run |"
+        print "|---|---|---:|---:|---:|---:|"
+        split("main base", sd, " ")
+        for (i = 1; i <= 2; i++) {
+            sdn = sd[i]
+            if (!idle_runs[sdn]) continue
+            printf "| %s | the %s runs | %d | %s ms in %.1f s | %.2f%% | %s ms |\n",
+                (sdn == "main" ? base_version : main_version), (sdn == "main" ? main_version : base_version),
+                idle_runs[sdn], commas(idle_cpu[sdn]), idle_wall[sdn] / 1000,
+                (idle_wall[sdn] > 0 ? 100 * idle_cpu[sdn] / idle_wall[sdn] : 0), commas(idle_max[sdn])
+        }
     }
 
     if (nsize >= 1) {

@@ -66,9 +66,50 @@ cluster_restart_server() {
 }
 
 cluster_destroy() {
-    [ -n "$CLUSTER_DIR" ] || return 0
-    as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$CLUSTER_DIR"
+    cluster_destroy_dir "$CLUSTER_DIR"
+}
+
+# cluster_destroy_dir DIR: stops and removes the cluster in DIR (for a script
+# that runs a second cluster besides the one of cluster_start).
+cluster_destroy_dir() {
+    local dir=$1
+    [ -n "$dir" ] || return 0
+    as_server_user "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+
+# private_pg_tree ROOT: ROOT holds a build of the extension installed with
+# "make install DESTDIR=ROOT"; this makes it a PostgreSQL tree whose server
+# loads that build instead of the system's, without touching the system's
+# install: copies of postgres, initdb and pg_ctl in ROOT's bin directory, and
+# symlinks to every other file of the system's lib and share directories
+# except the system's lease.so, lease.control and lease--*.sql. PostgreSQL
+# finds $libdir and its share directory relative to its own executable (with
+# symlinks resolved, hence the copies). Prints ROOT's bin directory, for PGBIN.
+private_pg_tree() {
+    local root=$1 f
+    local system=/usr/lib/postgresql/$PG_MAJOR system_share=/usr/share/postgresql/$PG_MAJOR
+    local bin=$root$system/bin lib=$root$system/lib share=$root$system_share
+    if [ ! -f "$lib/lease.so" ] || [ ! -f "$share/extension/lease.control" ]; then
+        echo "private_pg_tree: no lease.so and lease.control installed under $root" >&2
+        return 1
+    fi
+    mkdir -p "$bin" || return 1
+    cp "$system/bin/postgres" "$system/bin/initdb" "$system/bin/pg_ctl" "$bin"/ || return 1
+    for f in "$system/lib"/*; do
+        [ "${f##*/}" = lease.so ] || [ -e "$lib/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$lib/"
+    done
+    for f in "$system_share"/*; do
+        [ "${f##*/}" = extension ] || [ -e "$share/${f##*/}" ] || ln -s "$f" "$share/"
+    done
+    for f in "$system_share/extension"/*; do
+        case ${f##*/} in
+        lease.control | lease--*) ;;
+        *) [ -e "$share/extension/${f##*/}" ] || ln -s "$f" "$share/extension/" ;;
+        esac
+    done
+    chmod -R a+rX "$root"
+    echo "$bin"
 }
 
 # wait_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds

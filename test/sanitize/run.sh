@@ -75,24 +75,12 @@ make -C "$BUILD" -s PG_CONFIG="$PG_CONFIG" \
 report $ok "the extension builds with $SANITIZE into a private directory" "$(tail -n 40 "$WORK/build.log" 2>/dev/null)"
 [ $ok -eq 0 ] || finish
 
-# 2. A private PostgreSQL tree around it.
-PRIVATE_BIN=$ROOT/usr/lib/postgresql/$PG_MAJOR/bin
+# 2. A private PostgreSQL tree around it (scripts/lib.sh).
+if ! PRIVATE_BIN=$(private_pg_tree "$ROOT" 2>"$WORK/tree.log"); then
+    report 1 "a private PostgreSQL tree around the instrumented build" "$(cat "$WORK/tree.log")"
+    finish
+fi
 PRIVATE_LIB=$ROOT/usr/lib/postgresql/$PG_MAJOR/lib
-PRIVATE_SHARE=$ROOT/usr/share/postgresql/$PG_MAJOR
-mkdir -p "$PRIVATE_BIN" "$PRIVATE_LIB" "$PRIVATE_SHARE/extension"
-cp "$SYSTEM_PGBIN/postgres" "$SYSTEM_PGBIN/initdb" "$SYSTEM_PGBIN/pg_ctl" "$PRIVATE_BIN"/
-for f in "$SYSTEM_PGBIN/../lib"/*; do
-    [ -e "$PRIVATE_LIB/$(basename "$f")" ] || ln -s "$(readlink -f "$f")" "$PRIVATE_LIB/"
-done
-for f in /usr/share/postgresql/$PG_MAJOR/*; do
-    [ "$(basename "$f")" = extension ] || [ -e "$PRIVATE_SHARE/$(basename "$f")" ] || ln -s "$f" "$PRIVATE_SHARE/"
-done
-for f in /usr/share/postgresql/$PG_MAJOR/extension/*; do
-    case $(basename "$f") in
-    lease.control | lease--*) ;;  # ours come from the instrumented install
-    *) [ -e "$PRIVATE_SHARE/extension/$(basename "$f")" ] || ln -s "$f" "$PRIVATE_SHARE/extension/" ;;
-    esac
-done
 chmod -R a+rX "$WORK"
 
 # 3. The cluster: initdb as usual, then the server with the sanitizer runtimes.
