@@ -1,5 +1,6 @@
 // test/chaos/chaos.cpp: W workers compete for L leases for T seconds while
-// faults are injected, then a checker proves the guarantees of SPEC §4 from
+// faults are injected, then a checker proves the guarantees of docs/concepts.md
+// ("Guarantees") from
 // what the clients saw and what the server recorded.
 //
 // Workers (one thread and one connection each) acquire a lease with a short
@@ -37,15 +38,18 @@
 // chaos.txn (a tag) and chaos.token (the token the client holds, whatever it
 // shows the fence). The server records, with test-only triggers installed by
 // --setup:
-//   * chaos_grants: one row per grant (and per revoke) of lease.leases, kept
-//     up to date by heartbeats, releases, revokes, so each grant's final
-//     expires_at (end_at) is known;
+//   * chaos_grants: one row per grant (and per revoke) of lease.leases, from
+//     a trigger on lease.history, so that lease.leases itself is written the
+//     way it is in production (directly; a trigger on it would make the
+//     extension use SQL statements instead). A release, a reported expiry
+//     (reported before any takeover) or a revoke records the grant's final
+//     expires_at (end_at);
 //   * chaos_changes: every accepted change of a fenced row, in commit order
 //     per lease. A BEFORE INSERT OR UPDATE OR DELETE trigger on both fenced
 //     tables that runs after the fence (on the rows that foreign-key actions
 //     change too) updates the lease's chaos_order row (commits + 1) and logs
 //     the change with that position, the lease's latest granted token (kept
-//     by the lease.leases trigger), the token that proved it (the row's token
+//     by the lease.history trigger), the token that proved it (the row's token
 //     column as written; lease.fence_token for a DELETE), the labels and the
 //     path (table, operation, foreign-key action). The row lock on
 //     chaos_order is held to commit, so the changes of one lease commit in
@@ -884,11 +888,11 @@ private:
 
 const char* setup_sql = R"SQL(
 CREATE EXTENSION IF NOT EXISTS lease;
-DROP TRIGGER IF EXISTS chaos_record ON lease.leases;
+DROP TRIGGER IF EXISTS chaos_record ON lease.history;
 DROP TABLE IF EXISTS public.chaos_child, public.chaos_parent, public.chaos_ledger, public.chaos_changes,
     public.chaos_order, public.chaos_grants;
 DROP SEQUENCE IF EXISTS public.chaos_parent_key;
-DROP FUNCTION IF EXISTS public.chaos_record_change(), public.chaos_record_lease();
+DROP FUNCTION IF EXISTS public.chaos_record_change(), public.chaos_record_event();
 
 -- Per lease: how many changes of fenced rows have committed, and the last
 -- token granted (or set by a revoke). Both change under the row lock, held
@@ -960,16 +964,16 @@ CREATE TABLE public.chaos_changes (
     txn           text              -- the writing transaction (chaos.txn)
 );
 
--- Every grant and revoke of lease.leases; heartbeats and releases move end_at.
+-- Every grant and revoke of lease.leases; a release, a reported expiry or a
+-- revoke sets end_at to the grant's final expires_at.
 CREATE TABLE public.chaos_grants (
     token       bigint PRIMARY KEY,
     lease_name  text        NOT NULL,
     kind        text        NOT NULL,   -- grant | revoke
     owner       text,
     acquired_at timestamptz NOT NULL,
-    end_at      timestamptz NOT NULL,   -- the grant's final expires_at
-    ended       text,                   -- released | revoked | superseded, NULL: expired
-    heartbeats  int         NOT NULL DEFAULT 0
+    end_at      timestamptz NOT NULL,   -- the grant's final expires_at, once it ended
+    ended       text                    -- released | revoked | superseded, NULL: expired or live
 );
 
 -- Fires after the fence (BEFORE triggers fire in name order: a_ before b_),
@@ -1021,30 +1025,40 @@ BEGIN
     RETURN NEW;
 END $$;
 
-CREATE FUNCTION public.chaos_record_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Grants, releases, expiries and revokes, from lease.history: its rows are
+-- written in the transaction that changes the lease, after the change, so the
+-- lease row read here is the one that transaction leaves (the expiry of an ended
+-- grant is reported before the grant that takes over). The trigger is on the
+-- history, not on lease.leases, so that lease.leases is written the way it is
+-- without triggers (directly, not through SQL statements: docs/reference.md).
+CREATE FUNCTION public.chaos_record_event() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    l lease.leases;
 BEGIN
-    IF TG_OP = 'INSERT' OR NEW.token <> OLD.token THEN
-        IF NEW.owner IS NULL THEN
-            -- a revoke: it ends the grant it replaces
-            UPDATE public.chaos_grants SET end_at = LEAST(end_at, NEW.expires_at), ended = 'revoked'
-             WHERE token = OLD.token AND kind = 'grant';
-            INSERT INTO public.chaos_grants (token, lease_name, kind, owner, acquired_at, end_at)
-            VALUES (NEW.token, NEW.name, 'revoke', NULL, pg_catalog.clock_timestamp(), NEW.expires_at);
-        ELSE
-            IF TG_OP = 'UPDATE' AND OLD.owner = NEW.owner AND OLD.expires_at > NEW.acquired_at THEN
-                UPDATE public.chaos_grants SET ended = 'superseded' WHERE token = OLD.token;
-            END IF;
-            INSERT INTO public.chaos_grants (token, lease_name, kind, owner, acquired_at, end_at)
-            VALUES (NEW.token, NEW.name, 'grant', NEW.owner, NEW.acquired_at, NEW.expires_at);
-        END IF;
+    SELECT * INTO STRICT l FROM lease.leases WHERE name = NEW.name;
+    CASE NEW.event
+    WHEN 'acquired' THEN
+        -- a re-acquire by the same owner ends the grant it replaces
+        UPDATE public.chaos_grants SET ended = 'superseded'
+         WHERE lease_name = NEW.name AND kind = 'grant' AND ended IS NULL AND owner = NEW.owner
+           AND token < NEW.token;
+        INSERT INTO public.chaos_grants (token, lease_name, kind, owner, acquired_at, end_at)
+        VALUES (NEW.token, NEW.name, 'grant', NEW.owner, l.acquired_at, l.expires_at);
+        UPDATE public.chaos_order SET granted_token = NEW.token WHERE lease_name = NEW.name;
+    WHEN 'released' THEN
+        UPDATE public.chaos_grants SET end_at = l.expires_at, ended = 'released' WHERE token = NEW.token;
+    WHEN 'expired' THEN
+        UPDATE public.chaos_grants SET end_at = l.expires_at WHERE token = NEW.token;
+    WHEN 'revoked' THEN
+        -- it ends the grant it replaces, at its final expiry or now
+        UPDATE public.chaos_grants SET end_at = LEAST(end_at, l.expires_at), ended = 'revoked'
+         WHERE lease_name = NEW.name AND kind = 'grant' AND ended IS NULL AND token < NEW.token;
+        INSERT INTO public.chaos_grants (token, lease_name, kind, owner, acquired_at, end_at)
+        VALUES (NEW.token, NEW.name, 'revoke', NULL, pg_catalog.clock_timestamp(), l.expires_at);
         UPDATE public.chaos_order SET granted_token = NEW.token WHERE lease_name = NEW.name;
     ELSE
-        UPDATE public.chaos_grants
-           SET end_at = NEW.expires_at,
-               heartbeats = heartbeats + (NEW.owner IS NOT NULL)::int,
-               ended = CASE WHEN NEW.owner IS NULL THEN 'released' ELSE ended END
-         WHERE token = NEW.token;
-    END IF;
+        NULL;
+    END CASE;
     RETURN NULL;
 END $$;
 
@@ -1056,8 +1070,8 @@ CREATE TRIGGER a_fence BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_child
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}', 'token');
 CREATE TRIGGER b_order BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_child
     FOR EACH ROW EXECUTE FUNCTION public.chaos_record_change();
-CREATE TRIGGER chaos_record AFTER INSERT OR UPDATE ON lease.leases
-    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_lease();
+CREATE TRIGGER chaos_record AFTER INSERT ON lease.history
+    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_event();
 )SQL";
 
 // Gives a lease three anchor parents, one of each kind, with two children

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test/chaos/run.sh [--long] [chaos options...]: the chaos test (SPEC §4.1-4.3
-# under faults). Builds test/chaos/chaos.cpp (C++17, libpq), starts a
+# test/chaos/run.sh [--long] [chaos options...]: the chaos test (guarantees
+# 1-3 of docs/concepts.md, "Guarantees", under faults). Builds
+# test/chaos/chaos.cpp (C++17, libpq), starts a
 # throwaway cluster of its own (scripts/lib.sh; port LEASE_TEST_PORT, default
 # 54364) and runs the harness: workers compete for a few leases with short
 # ttls and write to two fenced tables -- INSERT, UPDATE with and without the
@@ -70,14 +71,15 @@ failed=${failed:-1}
 
 # A race the random run rarely hits, made certain with a debugger: a grant
 # that follows a release must not be recorded as acquired before the release
-# (SPEC §4.1: grant intervals of one name never overlap on the server clock).
+# (docs/concepts.md, "Guarantees": grant intervals of one name never overlap on the
+# server clock).
 # gdb stops the taker's backend at the extension's fence-lock try
 # (LockAcquire with dontWait, the 4th argument: %rcx on x86-64) -- after
 # lease_acquire has read the clock -- while the holder releases; then lets it go.
 # Skipped where gdb cannot attach (no gdb, no ptrace, not x86-64).
 clock_probe() {
     local holder taker_pid released fifo=$WORK/taker.sql
-    psql -X -q -c "DROP TRIGGER IF EXISTS chaos_record ON lease.leases" >/dev/null
+    psql -X -q -c "DROP TRIGGER IF EXISTS chaos_record ON lease.history" >/dev/null
     holder=$(psql -X -A -t -c "SELECT lease.lease_acquire('probe:clock', 'holder', '1 hour')")
     mkfifo "$fifo"
     PGAPPNAME=chaos-taker psql -X -A -t <"$fifo" >"$WORK/taker.out" 2>&1 &
