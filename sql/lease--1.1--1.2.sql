@@ -312,8 +312,10 @@ CREATE TABLE lease.pool_resources (
 COMMENT ON TABLE lease.pool_resources IS
     'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
 
--- Free resources (session IS NULL) and, in name order, a session's (surplus).
-CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name);
+-- A claim's scan of the free resources, in name order; a session's resources
+-- in a pool, in name order (surplus), and in all pools (session_close).
+CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
 CREATE INDEX pool_resources_session ON lease.pool_resources (session) WHERE session IS NOT NULL;
 
 CREATE TABLE lease.pool_claimers (

@@ -62,6 +62,7 @@ enum Query {
     query_pool_held,
     query_pool_lock_ended,
     query_pool_free,
+    query_pool_free_after,
     query_pool_orphaned,
     query_pool_assign,
     query_pool_unassign_name,
@@ -328,12 +329,13 @@ constexpr QuerySpec query_specs[query_count] = {
      {TEXTOID, TIMESTAMPTZOID}},
 
     // pool_dead_claimers($1 pool, $2 now): claimers that may have ended (bound
-    // ones are checked by the caller), with whether they are bound.
+    // ones are checked by the caller) and hold resources, with whether they
+    // are bound.
     {"SELECT c.session, s.bound_pid IS NOT NULL AND s.closed_at IS NULL"
      "                  AND s.expires_at OPERATOR(pg_catalog.>) $2"
      "  FROM lease.pool_claimers AS c"
      "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-     " WHERE c.pool OPERATOR(pg_catalog.=) $1"
+     " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.held OPERATOR(pg_catalog.>) 0"
      "   AND (s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $2"
      "        OR s.bound_pid IS NOT NULL)",
      2,
@@ -361,13 +363,23 @@ constexpr QuerySpec query_specs[query_count] = {
 
     // pool_free($1 pool, $2 limit, $3 names passed over): resources nobody
     // claimed, or whose grant ended; rows another claimer is taking are
-    // skipped, never waited for.
+    // skipped, never waited for. In name order, so that the plan is a scan of
+    // pool_resources_free however stale the table's statistics are.
     {"SELECT name, state, session FROM lease.pool_resources"
      " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL"
      "   AND name OPERATOR(pg_catalog.<>) ALL ($3)"
-     " LIMIT $2 FOR UPDATE SKIP LOCKED",
+     " ORDER BY name LIMIT $2 FOR UPDATE SKIP LOCKED",
      3,
      {TEXTOID, INT8OID, TEXTARRAYOID}},
+
+    // pool_free_after($1 pool, $2 limit, $3 names passed over, $4 after): the
+    // same, after a name.
+    {"SELECT name, state, session FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL AND name OPERATOR(pg_catalog.>) $4"
+     "   AND name OPERATOR(pg_catalog.<>) ALL ($3)"
+     " ORDER BY name LIMIT $2 FOR UPDATE SKIP LOCKED",
+     4,
+     {TEXTOID, INT8OID, TEXTARRAYOID, TEXTOID}},
 
     // pool_orphaned($1 pool, $2 ended sessions, $3 limit, $4 names passed
     // over): resources of sessions that ended without closing.
@@ -1277,21 +1289,22 @@ int64* store_pool_lock_ended(const text* pool, const int64* ended, int ended_cou
     return locked;
 }
 
-PoolResource* store_pool_candidates(const text* pool, const int64* ended, int ended_count, int64 limit,
-                                    const text* const* passed, int passed_count, int* count)
+PoolResource* store_pool_candidates(const text* pool, const text* after, const int64* ended, int ended_count,
+                                    int64 limit, const text* const* passed, int passed_count, int* count)
 {
     Datum* passed_names = static_cast<Datum*>(palloc(sizeof(Datum) * (passed_count + 1)));
     for (int i = 0; i < passed_count; ++i)
         passed_names[i] = PointerGetDatum(passed[i]);
     ArrayType* passed_array = construct_array(passed_names, passed_count, TEXTOID, -1, false, TYPALIGN_INT);
     const CallerIdentity caller = connect_as_lease_owner();
-    Datum free_values[3] = {PointerGetDatum(pool), Int64GetDatum(limit), PointerGetDatum(passed_array)};
-    run(query_pool_free, free_values, nullptr, false);
+    Datum free_values[4] = {PointerGetDatum(pool), Int64GetDatum(limit), PointerGetDatum(passed_array),
+                            PointerGetDatum(after)};
+    run(after != nullptr ? query_pool_free_after : query_pool_free, free_values, nullptr, false);
     const uint64 free_count = SPI_processed;
     SPITupleTable* free_rows = SPI_tuptable;
     uint64 orphaned_count = 0;
     SPITupleTable* orphaned_rows = nullptr;
-    if (ended_count > 0 && free_count < static_cast<uint64>(limit)) {
+    if (after == nullptr && ended_count > 0 && free_count < static_cast<uint64>(limit)) {
         Datum orphaned_values[4] = {PointerGetDatum(pool), PointerGetDatum(int8_array(ended, ended_count)),
                                     Int64GetDatum(limit - static_cast<int64>(free_count)),
                                     PointerGetDatum(passed_array)};

@@ -90,7 +90,37 @@ void require_acting_for_holder(const text* name)
         require_acting_for(lease.role, "lease", name);
 }
 
-// Grants a claim's candidate to the session: its token, or 0 when it is not
+// Where this backend's last claim in a pool left off in the pool's free
+// resources (name order). A claim fetches from there first: the entries the
+// index keeps, until a vacuum, of resources claimed since (a whole fleet's
+// start, say) are behind it, not scanned again by every claim. One pool is
+// remembered, in TopMemoryContext.
+char* free_scan_pool = nullptr;
+text* free_scan_name = nullptr;
+
+const text* free_scan_position(const text* pool)
+{
+    if (free_scan_pool == nullptr || strcmp(free_scan_pool, text_to_cstring(pool)) != 0)
+        return nullptr;
+    return free_scan_name;
+}
+
+void set_free_scan_position(const text* pool, const text* name)
+{
+    const MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    text* name_copy = reinterpret_cast<text*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(name)));
+    char* pool_copy = text_to_cstring(pool);
+    MemoryContextSwitchTo(old);
+    if (free_scan_pool != nullptr) {
+        pfree(free_scan_pool);
+        pfree(free_scan_name);
+    }
+    free_scan_pool = pool_copy;
+    free_scan_name = name_copy;
+}
+
+// Grants a claim's candidate to the session (its token made durable by the
+// caller): its token, or 0 when it is not
 // the caller's to take (a prefix rule), busy (a grant, a fenced write) or
 // still held live. Never waits for another claimer, a grant or a fenced
 // write: a busy resource is left for the next claim.
@@ -111,7 +141,7 @@ int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 se
         return 0;
     }
     const GrantRequest request = {name, state.owner, state.ttl, ttl, session};
-    return grant_locked(request, lease, false, granted_at);
+    return grant_locked_unflushed(request, lease, false, granted_at);
 }
 
 }  // namespace
@@ -208,18 +238,27 @@ Datum claim(FunctionCallInfo fcinfo)
     ensure_token_epoch();
     // Only the rows granted stay locked with the ones passed over: each batch
     // is what is still wanted, and the next one leaves out the names passed.
+    // The free ones are fetched from where this backend's last claim in the
+    // pool left off, then from the first.
     const text** passed = static_cast<const text**>(palloc(sizeof(text*) * wanted));
     int passed_count = 0;
     int passed_capacity = static_cast<int>(wanted);
+    const text* after = free_scan_position(pool);
     int64 granted = 0;
     while (granted < wanted) {
         int candidate_count;
-        const PoolResource* candidates =
-            store_pool_candidates(pool, ended, ended_count, wanted - granted, passed, passed_count, &candidate_count);
-        if (candidate_count == 0)
-            break;
+        const PoolResource* candidates = store_pool_candidates(pool, after, ended, ended_count, wanted - granted,
+                                                               passed, passed_count, &candidate_count);
+        if (candidate_count == 0) {
+            if (after == nullptr)
+                break;
+            after = nullptr;
+            continue;
+        }
         for (int i = 0; i < candidate_count; ++i) {
             const text* name = candidates[i].name;
+            if (candidates[i].session == 0)
+                after = name;
             const int64 token = try_grant(name, state, ttl.value_or(0), session);
             if (token == 0) {
                 if (passed_count == passed_capacity) {
@@ -234,6 +273,11 @@ Datum claim(FunctionCallInfo fcinfo)
             ++granted;
         }
     }
+    if (after != nullptr)
+        set_free_scan_position(pool, after);
+    // One flush for the tokens of all the grants, before the rows leave.
+    if (granted > 0)
+        make_tokens_durable();
     return static_cast<Datum>(0);
 }
 
