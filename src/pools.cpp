@@ -119,11 +119,11 @@ void set_free_scan_position(const text* pool, const text* name)
     free_scan_name = name_copy;
 }
 
-// Grants a claim's candidate to the session (its token made durable by the
-// caller): its token, or 0 when it is not
-// the caller's to take (a prefix rule), busy (a grant, a fenced write) or
-// still held live. Never waits for another claimer, a grant or a fenced
-// write: a busy resource is left for the next claim.
+// Grants a claim's candidate to the session (the caller makes the token
+// durable): its token, or 0 when it is not the caller's to take (a prefix
+// rule), busy (a grant, a fenced write) or still held live. Never waits for
+// another claimer, a grant or a fenced write: a busy resource is left for the
+// next claim.
 int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 session)
 {
     if (!caller_may_acquire(name))
