@@ -306,23 +306,27 @@ CREATE TABLE lease.pool_resources (
     pool    text   NOT NULL,
     state   jsonb  NOT NULL,
     session bigint
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
 
 COMMENT ON TABLE lease.pool_resources IS
     'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
 
-CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session);
+-- A claim's scan of the free resources, in name order; a session's resources
+-- in a pool, in name order (surplus), and in all pools (session_close).
+CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
 CREATE INDEX pool_resources_session ON lease.pool_resources (session) WHERE session IS NOT NULL;
 
 CREATE TABLE lease.pool_claimers (
     pool       text        NOT NULL,
     session    bigint      NOT NULL,
     claimed_at timestamptz NOT NULL,
+    held       bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (pool, session)
 );
 
 COMMENT ON TABLE lease.pool_claimers IS
-    'When each session last claimed in each pool: the live ones that claimed within their ttl share the pool.';
+    'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
 
 SELECT pg_catalog.pg_extension_config_dump('lease.pools', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.pool_resources', '');

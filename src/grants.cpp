@@ -94,6 +94,13 @@ void commit_before_waiting()
 
 int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now)
 {
+    const int64 token = grant_locked_unflushed(request, lease, live, now);
+    make_tokens_durable();
+    return token;
+}
+
+int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now)
+{
     if (!live && lease.owner != nullptr) {
         // A grant that expired (or whose session ended) without a release:
         // this is where its end is reported, unless lease.expire_due() did.
@@ -107,9 +114,7 @@ int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool li
                     request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
-    // A token a client has seen must never be handed out again, crash or not,
-    // and a grant must outlive a crash even with synchronous_commit = off.
-    make_tokens_durable();
+    // A grant must outlive a crash even with synchronous_commit = off.
     ForceSyncCommit();
     return token;
 }

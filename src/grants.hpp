@@ -19,6 +19,10 @@ struct GrantRequest {
 // is live), and returns the new token. Call with the name's fence lock held in
 // ExclusiveLock, after ensure_token_epoch().
 int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now);
+// The same, without make_tokens_durable(): for a caller that grants several
+// leases and calls it once, before any of their tokens leaves the backend (a
+// token a client has seen must never be handed out again, crash or not).
+int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now);
 
 // Grants the lease if it can be granted now, or once it can within wait
 // (microseconds; 0: never wait). nonatomic: the caller is a procedure that may

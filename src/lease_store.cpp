@@ -59,7 +59,9 @@ enum Query {
     query_pool_claimers,
     query_pool_dead_claimers,
     query_pool_held,
+    query_pool_lock_ended,
     query_pool_free,
+    query_pool_free_after,
     query_pool_orphaned,
     query_pool_assign,
     query_pool_unassign_name,
@@ -288,18 +290,24 @@ constexpr QuerySpec query_specs[query_count] = {
      2,
      {TEXTOID, INT8OID}},
 
-    // pool_remove($1 pool, $2 name)
-    {"DELETE FROM lease.pool_resources"
-     " WHERE name OPERATOR(pg_catalog.=) $2 AND pool OPERATOR(pg_catalog.=) $1",
+    // pool_remove($1 pool, $2 name): how many resources it removed (0 or 1).
+    {"WITH r AS (DELETE FROM lease.pool_resources"
+     "            WHERE name OPERATOR(pg_catalog.=) $2 AND pool OPERATOR(pg_catalog.=) $1"
+     "           RETURNING pool, session),"
+     "     c AS (UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
+     "            WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) r.session)"
+     " SELECT pg_catalog.count(*) FROM r",
      2,
      {TEXTOID, TEXTOID}},
 
     // pool_count($1 pool)
     {"SELECT resources FROM lease.pools WHERE pool OPERATOR(pg_catalog.=) $1", 1, {TEXTOID}},
 
-    // pool_touch_claimer($1 pool, $2 session, $3 now)
+    // pool_touch_claimer($1 pool, $2 session, $3 now): what the session holds
+    // in the pool. The row stays locked until the claim commits.
     {"INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
-     " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at",
+     " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at"
+     " RETURNING held",
      3,
      {TEXTOID, INT8OID, TIMESTAMPTZOID}},
 
@@ -316,52 +324,99 @@ constexpr QuerySpec query_specs[query_count] = {
      {TEXTOID, TIMESTAMPTZOID}},
 
     // pool_dead_claimers($1 pool, $2 now): claimers that may have ended (bound
-    // ones are checked by the caller), with whether they are bound.
+    // ones are checked by the caller) and hold resources, with whether they
+    // are bound.
     {"SELECT c.session, s.bound_pid IS NOT NULL AND s.closed_at IS NULL"
      "                  AND s.expires_at OPERATOR(pg_catalog.>) $2"
      "  FROM lease.pool_claimers AS c"
      "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-     " WHERE c.pool OPERATOR(pg_catalog.=) $1"
+     " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.held OPERATOR(pg_catalog.>) 0"
      "   AND (s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $2"
      "        OR s.bound_pid IS NOT NULL)",
      2,
      {TEXTOID, TIMESTAMPTZOID}},
 
+    // Every statement that changes a resource's session changes its old and
+    // new session's held count in lease.pool_claimers by as much, in the same
+    // statement: held is the number of the pool's resources whose session the
+    // claimer is (test: sql/pools_held.sql).
+
     // pool_held($1 pool, $2 session)
-    {"SELECT count(*) FROM lease.pool_resources"
+    {"SELECT held FROM lease.pool_claimers"
      " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
      2,
      {TEXTOID, INT8OID}},
 
-    // pool_free($1 pool, $2 limit): resources nobody claimed, or whose grant
-    // ended; rows another claimer is taking are skipped, never waited for.
-    {"SELECT name, state FROM lease.pool_resources"
-     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL"
-     " LIMIT $2 FOR UPDATE SKIP LOCKED",
-     2,
-     {TEXTOID, INT8OID}},
-
-    // pool_orphaned($1 pool, $2 ended sessions, $3 limit): resources of
-    // sessions that ended without closing.
-    {"SELECT name, state FROM lease.pool_resources"
+    // pool_lock_ended($1 pool, $2 ended sessions): those whose claimer row
+    // this claim may update (to take over their resources) without waiting:
+    // two claimers never take over from the same ended session at once.
+    {"SELECT session FROM lease.pool_claimers"
      " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) ANY ($2)"
-     " LIMIT $3 FOR UPDATE SKIP LOCKED",
-     3,
-     {TEXTOID, INT8ARRAYOID, INT8OID}},
-
-    // pool_assign($1 name, $2 session)
-    {"UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1",
+     " FOR UPDATE SKIP LOCKED",
      2,
-     {TEXTOID, INT8OID}},
+     {TEXTOID, INT8ARRAYOID}},
 
-    // pool_unassign_name($1 name)
-    {"UPDATE lease.pool_resources SET session = NULL"
-     " WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL",
+    // pool_free($1 pool, $2 limit, $3 names passed over): resources nobody
+    // claimed, or whose grant ended; rows another claimer is taking are
+    // skipped, never waited for. In name order, so that the plan is a scan of
+    // pool_resources_free however stale the table's statistics are.
+    {"SELECT name, state, session FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL"
+     "   AND name OPERATOR(pg_catalog.<>) ALL ($3)"
+     " ORDER BY name LIMIT $2 FOR UPDATE SKIP LOCKED",
+     3,
+     {TEXTOID, INT8OID, TEXTARRAYOID}},
+
+    // pool_free_after($1 pool, $2 limit, $3 names passed over, $4 after): the
+    // same, after a name.
+    {"SELECT name, state, session FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session IS NULL AND name OPERATOR(pg_catalog.>) $4"
+     "   AND name OPERATOR(pg_catalog.<>) ALL ($3)"
+     " ORDER BY name LIMIT $2 FOR UPDATE SKIP LOCKED",
+     4,
+     {TEXTOID, INT8OID, TEXTARRAYOID, TEXTOID}},
+
+    // pool_orphaned($1 pool, $2 ended sessions, $3 limit, $4 names passed
+    // over): resources of sessions that ended without closing.
+    {"SELECT name, state, session FROM lease.pool_resources"
+     " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) ANY ($2)"
+     "   AND name OPERATOR(pg_catalog.<>) ALL ($4)"
+     " LIMIT $3 FOR UPDATE SKIP LOCKED",
+     4,
+     {TEXTOID, INT8ARRAYOID, INT8OID, TEXTARRAYOID}},
+
+    // pool_assign($1 name, $2 session, $3 its previous session or NULL),
+    // with the row locked by the claim since pool_free or pool_orphaned.
+    {"WITH r AS (UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1"
+     "           RETURNING pool)"
+     " UPDATE lease.pool_claimers AS c"
+     "    SET held = c.held OPERATOR(pg_catalog.+)"
+     "               CASE WHEN c.session OPERATOR(pg_catalog.=) $2 THEN 1 ELSE -1 END"
+     "   FROM r"
+     "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool"
+     "    AND (c.session OPERATOR(pg_catalog.=) $2 OR c.session OPERATOR(pg_catalog.=) $3)",
+     3,
+     {TEXTOID, INT8OID, INT8OID}},
+
+    // pool_unassign_name($1 name): the session is read under the row lock.
+    {"WITH r AS (UPDATE lease.pool_resources AS r SET session = NULL"
+     "             FROM (SELECT name, session FROM lease.pool_resources"
+     "                    WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL FOR UPDATE) AS old"
+     "            WHERE r.name OPERATOR(pg_catalog.=) old.name"
+     "           RETURNING r.pool, old.session)"
+     " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
+     "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) r.session",
      1,
      {TEXTOID}},
 
     // pool_unassign_session($1 session)
-    {"UPDATE lease.pool_resources SET session = NULL WHERE session OPERATOR(pg_catalog.=) $1", 1, {INT8OID}},
+    {"WITH r AS (UPDATE lease.pool_resources SET session = NULL WHERE session OPERATOR(pg_catalog.=) $1"
+     "           RETURNING pool),"
+     "     n AS (SELECT pool, pg_catalog.count(*) AS n FROM r GROUP BY pool)"
+     " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) n.n FROM n"
+     "  WHERE c.pool OPERATOR(pg_catalog.=) n.pool AND c.session OPERATOR(pg_catalog.=) $1",
+     1,
+     {INT8OID}},
 
     // pool_surplus($1 pool, $2 session, $3 count)
     {"SELECT name FROM lease.pool_resources"
@@ -1446,7 +1501,7 @@ bool store_pool_remove(const text* pool, const text* name)
     Datum values[2] = {PointerGetDatum(pool), PointerGetDatum(name)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_pool_remove, values, nullptr, false);
-    const bool removed = SPI_processed == 1;
+    const bool removed = first_int8() == 1;
     if (removed) {
         Datum count[2] = {PointerGetDatum(pool), Int64GetDatum(-1)};
         run(query_pool_count_add, count, nullptr, false);
@@ -1460,11 +1515,16 @@ PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool 
     PoolView view = {0, 0, nullptr, nullptr, 0, nullptr, nullptr, 0};
     Datum pool_now[2] = {PointerGetDatum(pool), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
+    bool isnull;
     if (touch) {
         Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
         run(query_pool_touch_claimer, claimer, nullptr, false);
+        view.held = first_int8();
+    } else {
+        Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
+        run(query_pool_held, held, nullptr, true);
+        view.held = SPI_processed == 1 ? first_int8() : 0;
     }
-    bool isnull;
     run(query_pool_count, pool_now, nullptr, true);
     view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
     run(query_pool_claimers, pool_now, nullptr, true);
@@ -1483,29 +1543,56 @@ PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool 
         view.ended[i] = DatumGetInt64(result_value(i, 1, &isnull));
         view.ended_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
     }
-    Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
-    run(query_pool_held, held, nullptr, true);
-    view.held = DatumGetInt64(result_value(0, 1, &isnull));
     finish_as_caller(caller);
     return view;
 }
 
-PoolResource* store_pool_candidates(const text* pool, const int64* ended, int ended_count, int64 limit, int* count)
+namespace {
+
+ArrayType* int8_array(const int64* values, int count)
+{
+    Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * (count + 1)));
+    for (int i = 0; i < count; ++i)
+        elements[i] = Int64GetDatum(values[i]);
+    return construct_array(elements, count, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE);
+}
+
+}  // namespace
+
+int64* store_pool_lock_ended(const text* pool, const int64* ended, int ended_count, int* locked_count)
 {
     const CallerIdentity caller = connect_as_lease_owner();
-    Datum free_values[2] = {PointerGetDatum(pool), Int64GetDatum(limit)};
-    run(query_pool_free, free_values, nullptr, false);
+    Datum values[2] = {PointerGetDatum(pool), PointerGetDatum(int8_array(ended, ended_count))};
+    run(query_pool_lock_ended, values, nullptr, false);
+    *locked_count = static_cast<int>(SPI_processed);
+    int64* locked = static_cast<int64*>(SPI_palloc(sizeof(int64) * (*locked_count + 1)));
+    for (int i = 0; i < *locked_count; ++i) {
+        bool isnull;
+        locked[i] = DatumGetInt64(result_value(i, 1, &isnull));
+    }
+    finish_as_caller(caller);
+    return locked;
+}
+
+PoolResource* store_pool_candidates(const text* pool, const text* after, const int64* ended, int ended_count,
+                                    int64 limit, const text* const* passed, int passed_count, int* count)
+{
+    Datum* passed_names = static_cast<Datum*>(palloc(sizeof(Datum) * (passed_count + 1)));
+    for (int i = 0; i < passed_count; ++i)
+        passed_names[i] = PointerGetDatum(passed[i]);
+    ArrayType* passed_array = construct_array(passed_names, passed_count, TEXTOID, -1, false, TYPALIGN_INT);
+    const CallerIdentity caller = connect_as_lease_owner();
+    Datum free_values[4] = {PointerGetDatum(pool), Int64GetDatum(limit), PointerGetDatum(passed_array),
+                            PointerGetDatum(after)};
+    run(after != nullptr ? query_pool_free_after : query_pool_free, free_values, nullptr, false);
     const uint64 free_count = SPI_processed;
     SPITupleTable* free_rows = SPI_tuptable;
     uint64 orphaned_count = 0;
     SPITupleTable* orphaned_rows = nullptr;
-    if (ended_count > 0 && free_count < static_cast<uint64>(limit)) {
-        Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * ended_count));
-        for (int i = 0; i < ended_count; ++i)
-            elements[i] = Int64GetDatum(ended[i]);
-        ArrayType* sessions = construct_array(elements, ended_count, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE);
-        Datum orphaned_values[3] = {PointerGetDatum(pool), PointerGetDatum(sessions),
-                                    Int64GetDatum(limit - static_cast<int64>(free_count))};
+    if (after == nullptr && ended_count > 0 && free_count < static_cast<uint64>(limit)) {
+        Datum orphaned_values[4] = {PointerGetDatum(pool), PointerGetDatum(int8_array(ended, ended_count)),
+                                    Int64GetDatum(limit - static_cast<int64>(free_count)),
+                                    PointerGetDatum(passed_array)};
         run(query_pool_orphaned, orphaned_values, nullptr, false);
         orphaned_count = SPI_processed;
         orphaned_rows = SPI_tuptable;
@@ -1518,17 +1605,27 @@ PoolResource* store_pool_candidates(const text* pool, const int64* ended, int en
         bool isnull;
         resources[i].name = DatumGetTextPP(result_copy(rows, row, 1, &isnull));
         resources[i].state = result_jsonb(rows, row, 2);
+        const Datum session = SPI_getbinval(rows->vals[row], rows->tupdesc, 3, &isnull);
+        resources[i].session = isnull ? 0 : DatumGetInt64(session);
     }
     finish_as_caller(caller);
     return resources;
 }
 
-void store_pool_assign(const text* name, int64 session)
+void store_pool_assign(const text* name, int64 session, int64 previous)
 {
-    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(session)};
-    const char nulls[2] = {' ', session != 0 ? ' ' : 'n'};
+    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(session), Int64GetDatum(previous)};
+    const char nulls[3] = {' ', ' ', previous != 0 ? ' ' : 'n'};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(session != 0 ? query_pool_assign : query_pool_unassign_name, values, nulls, false);
+    run(query_pool_assign, values, nulls, false);
+    finish_as_caller(caller);
+}
+
+void store_pool_unassign_name(const text* name)
+{
+    Datum values[1] = {PointerGetDatum(name)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_unassign_name, values, nullptr, false);
     finish_as_caller(caller);
 }
 

@@ -129,7 +129,8 @@ bool store_pool_remove(const text* pool, const text* name);
 
 // What a claim needs to know of a pool: its size, its claimers (open,
 // unexpired sessions that claimed within their ttl, by id; bound ones still
-// to be probed), the claimers that may have ended, and what session holds.
+// to be probed), the claimers that may have ended and hold resources, and
+// what session holds.
 // touch records session as a claimer first.
 struct PoolView {
     int64 resources;
@@ -143,16 +144,27 @@ struct PoolView {
 };
 PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch);
 
+// The ended sessions among ended whose resources this transaction may take
+// over (their claimer rows locked until it ends); those another claimer is
+// taking over are left out.
+int64* store_pool_lock_ended(const text* pool, const int64* ended, int ended_count, int* locked_count);
+
 struct PoolResource {
     text* name;
     Jsonb* state;
+    int64 session;  // the ended session that held it, or 0
 };
-// Up to limit resources to claim: unclaimed ones first, then those of ended
-// sessions; rows being claimed by others are skipped, and those returned are
-// locked until the transaction ends.
-PoolResource* store_pool_candidates(const text* pool, const int64* ended, int ended_count, int64 limit, int* count);
-// Records the session a resource was granted to (0: none).
-void store_pool_assign(const text* name, int64 session);
+// Up to limit resources to claim, none of the passed names, in name order:
+// unclaimed ones after the name after (if any); else unclaimed ones, then
+// those of the ended sessions. Rows being claimed by others are skipped, and
+// those returned are locked until the transaction ends.
+PoolResource* store_pool_candidates(const text* pool, const text* after, const int64* ended, int ended_count,
+                                    int64 limit, const text* const* passed, int passed_count, int* count);
+// Records the session a resource was granted to, and the one it was taken
+// from (0: none), with the held counts of both.
+void store_pool_assign(const text* name, int64 session, int64 previous);
+// The resource's grant ended: no session holds it.
+void store_pool_unassign_name(const text* name);
 void store_pool_unassign_session(int64 session);
 text** store_pool_surplus(const text* pool, int64 session, int64 count, int* found);
 bool store_pool_checkpoint(const text* name, const Jsonb* state);

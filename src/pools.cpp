@@ -90,12 +90,66 @@ void require_acting_for_holder(const text* name)
         require_acting_for(lease.role, "lease", name);
 }
 
+// Where this backend's last claim in a pool left off in the pool's free
+// resources (name order). A claim fetches from there first: the entries the
+// index keeps, until a vacuum, of resources claimed since (a whole fleet's
+// start, say) are behind it, not scanned again by every claim. One pool is
+// remembered, in TopMemoryContext.
+char* free_scan_pool = nullptr;
+text* free_scan_name = nullptr;
+
+const text* free_scan_position(const text* pool)
+{
+    if (free_scan_pool == nullptr || strcmp(free_scan_pool, text_to_cstring(pool)) != 0)
+        return nullptr;
+    return free_scan_name;
+}
+
+void set_free_scan_position(const text* pool, const text* name)
+{
+    const MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    text* name_copy = reinterpret_cast<text*>(PG_DETOAST_DATUM_COPY(PointerGetDatum(name)));
+    char* pool_copy = text_to_cstring(pool);
+    MemoryContextSwitchTo(old);
+    if (free_scan_pool != nullptr) {
+        pfree(free_scan_pool);
+        pfree(free_scan_name);
+    }
+    free_scan_pool = pool_copy;
+    free_scan_name = name_copy;
+}
+
+// Grants a claim's candidate to the session (the caller makes the token
+// durable): its token, or 0 when it is not the caller's to take (a prefix
+// rule), busy (a grant, a fenced write) or still held live. Never waits for
+// another claimer, a grant or a fenced write: a busy resource is left for the
+// next claim.
+int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 session)
+{
+    if (!caller_may_acquire(name))
+        return 0;
+    LOCKTAG tag;
+    set_fence_locktag(&tag, name);
+    if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+        return 0;
+    const TimestampTz granted_at = GetCurrentTimestamp();
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (grant_live(lease, granted_at, &expiry, &bound_session)) {
+        LockRelease(&tag, ExclusiveLock, false);
+        return 0;
+    }
+    const GrantRequest request = {name, state.owner, state.ttl, ttl, session};
+    return grant_locked_unflushed(request, lease, false, granted_at);
+}
+
 }  // namespace
 
 void forget_pool_holder(const text* name)
 {
     if (catalog_has_sessions())
-        store_pool_assign(name, 0);
+        store_pool_unassign_name(name);
 }
 
 Datum pool_put(FunctionCallInfo fcinfo)
@@ -170,44 +224,60 @@ Datum claim(FunctionCallInfo fcinfo)
     if (wanted <= 0)
         return static_cast<Datum>(0);
 
-    // Sessions that ended without closing leave their resources to claim.
+    // Sessions that ended without closing leave their resources to claim, to
+    // one claimer at a time.
     int64* ended = static_cast<int64*>(palloc(sizeof(int64) * (view.ended_count + 1)));
     int ended_count = 0;
     for (int i = 0; i < view.ended_count; ++i)
         if (!view.ended_bound[i] || !session_live(view.ended[i], read_session(view.ended[i]), now))
             ended[ended_count++] = view.ended[i];
+    if (ended_count > 0)
+        ended = store_pool_lock_ended(pool, ended, ended_count, &ended_count);
 
-    int candidate_count;
-    const PoolResource* candidates =
-        store_pool_candidates(pool, ended, ended_count, wanted * 2 + 8, &candidate_count);
     const std::optional<std::int64_t> ttl = interval_microseconds(state.ttl->month, state.ttl->day, state.ttl->time);
     ensure_token_epoch();
+    // Only the rows granted stay locked with the ones passed over: each batch
+    // is what is still wanted, and the next one leaves out the names passed.
+    // The free ones are fetched from where this backend's last claim in the
+    // pool left off, then from the first.
+    const text** passed = static_cast<const text**>(palloc(sizeof(text*) * wanted));
+    int passed_count = 0;
+    int passed_capacity = static_cast<int>(wanted);
+    const text* after = free_scan_position(pool);
     int64 granted = 0;
-    for (int i = 0; i < candidate_count && granted < wanted; ++i) {
-        const text* name = candidates[i].name;
-        if (!caller_may_acquire(name))
-            continue;
-        // Never wait for another claimer, a grant or a fenced write: a busy
-        // resource is left for the next claim.
-        LOCKTAG tag;
-        set_fence_locktag(&tag, name);
-        if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
-            continue;
-        const TimestampTz granted_at = GetCurrentTimestamp();
-        const LeaseState lease = read_latest(name);
-        TimestampTz expiry;
-        int64 bound_session;
-        const bool live = grant_live(lease, granted_at, &expiry, &bound_session);
-        if (live) {
-            LockRelease(&tag, ExclusiveLock, false);
+    while (granted < wanted) {
+        int candidate_count;
+        const PoolResource* candidates = store_pool_candidates(pool, after, ended, ended_count, wanted - granted,
+                                                               passed, passed_count, &candidate_count);
+        if (candidate_count == 0) {
+            if (after == nullptr)
+                break;
+            after = nullptr;
             continue;
         }
-        const GrantRequest request = {name, state.owner, state.ttl, ttl.value_or(0), session};
-        const int64 token = grant_locked(request, lease, false, granted_at);
-        store_pool_assign(name, session);
-        return_row(rsinfo, name, token, candidates[i].state);
-        ++granted;
+        for (int i = 0; i < candidate_count; ++i) {
+            const text* name = candidates[i].name;
+            if (candidates[i].session == 0)
+                after = name;
+            const int64 token = try_grant(name, state, ttl.value_or(0), session);
+            if (token == 0) {
+                if (passed_count == passed_capacity) {
+                    passed_capacity *= 2;
+                    passed = static_cast<const text**>(repalloc(passed, sizeof(text*) * passed_capacity));
+                }
+                passed[passed_count++] = name;
+                continue;
+            }
+            store_pool_assign(name, session, candidates[i].session);
+            return_row(rsinfo, name, token, candidates[i].state);
+            ++granted;
+        }
     }
+    if (after != nullptr)
+        set_free_scan_position(pool, after);
+    // One flush for the tokens of all the grants, before the rows leave.
+    if (granted > 0)
+        make_tokens_durable();
     return static_cast<Datum>(0);
 }
 

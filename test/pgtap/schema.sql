@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(130);
+SELECT plan(136);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -49,6 +49,20 @@ SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'ow
 SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
 SELECT columns_are('lease', 'stats',
     ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
+
+-- Pools: each claimer's held count, the claim index and autovacuum settings
+-- that keep claim and surplus short (docs/reference.md, "Pools").
+SELECT columns_are('lease', 'pool_claimers', ARRAY['pool', 'session', 'claimed_at', 'held']);
+SELECT col_type_is('lease', 'pool_claimers', 'held', 'bigint', 'pool_claimers.held is a bigint');
+SELECT col_default_is('lease', 'pool_claimers', 'held', '0', 'pool_claimers.held starts at 0');
+SELECT has_index('lease', 'pool_resources', 'pool_resources_claim', ARRAY['pool', 'session', 'name'],
+    'pool_resources_claim is on (pool, session, name)');
+SELECT is(pg_get_indexdef('lease.pool_resources_free'::regclass),
+    'CREATE INDEX pool_resources_free ON lease.pool_resources USING btree (pool, name) WHERE (session IS NULL)',
+    'pool_resources_free is on (pool, name) of the free resources');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'lease.pool_resources'::regclass),
+    ARRAY['fillfactor=70', 'autovacuum_vacuum_scale_factor=0.01', 'autovacuum_analyze_scale_factor=0.02'],
+    'pool_resources: fillfactor 70, autovacuum at 1% dead rows');
 
 -- lease.token_epochs: the server identities and timelines that issued tokens.
 SELECT columns_are('lease', 'token_epochs',
