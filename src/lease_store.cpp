@@ -908,6 +908,23 @@ bool change_lease_row(const text* name, const ItemPointerData& version_read, Lea
     return changed;
 }
 
+// The columns a change of a lease row sets; the others keep their values.
+struct ColumnChanges {
+    Datum values[leases_columns] = {};
+    bool nulls[leases_columns] = {};
+    bool replace[leases_columns] = {};
+
+    void set(AttrNumber column, Datum value) { set_value(column, value, false); }
+    void set_null(AttrNumber column) { set_value(column, static_cast<Datum>(0), true); }
+    void set_value(AttrNumber column, Datum value, bool null)
+    {
+        values[column - 1] = value;
+        nulls[column - 1] = null;
+        replace[column - 1] = true;
+    }
+    HeapTuple applied_to(HeapTuple row, TupleDesc columns) { return heap_modify_tuple(row, columns, values, nulls, replace); }
+};
+
 // A grant: every column but the name, with a fresh token the first time it
 // is applied (a retry on a successor version keeps it).
 struct Grant {
@@ -925,23 +942,16 @@ HeapTuple grant_row(HeapTuple row, TupleDesc columns, void* context)
     Grant& grant = *static_cast<Grant*>(context);
     if (grant.token == 0)
         grant.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
-    Datum values[leases_columns] = {};
-    bool nulls[leases_columns] = {};
-    bool replace[leases_columns] = {};
-    const auto set = [&](AttrNumber column, Datum value, bool null) {
-        values[column - 1] = value;
-        nulls[column - 1] = null;
-        replace[column - 1] = true;
-    };
-    set(leases_column_owner, PointerGetDatum(grant.owner), false);
-    set(leases_column_token, Int64GetDatum(grant.token), false);
-    set(leases_column_ttl, PointerGetDatum(grant.ttl), false);
-    set(leases_column_acquired_at, TimestampTzGetDatum(grant.now), false);
-    set(leases_column_renewed_at, TimestampTzGetDatum(grant.now), false);
-    set(leases_column_expires_at, TimestampTzGetDatum(grant.expires_at), false);
-    set(leases_column_role, ObjectIdGetDatum(grant.role), false);
-    set(leases_column_session, Int64GetDatum(grant.session), grant.session == 0);
-    return heap_modify_tuple(row, columns, values, nulls, replace);
+    ColumnChanges changes;
+    changes.set(leases_column_owner, PointerGetDatum(grant.owner));
+    changes.set(leases_column_token, Int64GetDatum(grant.token));
+    changes.set(leases_column_ttl, PointerGetDatum(grant.ttl));
+    changes.set(leases_column_acquired_at, TimestampTzGetDatum(grant.now));
+    changes.set(leases_column_renewed_at, TimestampTzGetDatum(grant.now));
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(grant.expires_at));
+    changes.set(leases_column_role, ObjectIdGetDatum(grant.role));
+    changes.set_value(leases_column_session, Int64GetDatum(grant.session), grant.session == 0);
+    return changes.applied_to(row, columns);
 }
 
 // A heartbeat: only while the row carries that grant, live, not a session's,
@@ -973,17 +983,13 @@ HeapTuple renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
         !has_privs_of_role(renewal.caller_role, role))
         return nullptr;
     const Datum ttl = heap_getattr(row, leases_column_ttl, columns, &isnull);
-    Datum values[leases_columns] = {};
-    bool nulls[leases_columns] = {};
-    bool replace[leases_columns] = {};
-    values[leases_column_renewed_at - 1] = TimestampTzGetDatum(renewal.now);
-    replace[leases_column_renewed_at - 1] = true;
-    values[leases_column_expires_at - 1] =
-        renewal.explicit_expires_at != nullptr
-            ? TimestampTzGetDatum(*renewal.explicit_expires_at)
-            : DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(renewal.now), ttl);
-    replace[leases_column_expires_at - 1] = true;
-    return heap_modify_tuple(row, columns, values, nulls, replace);
+    ColumnChanges changes;
+    changes.set(leases_column_renewed_at, TimestampTzGetDatum(renewal.now));
+    changes.set(leases_column_expires_at,
+                renewal.explicit_expires_at != nullptr
+                    ? TimestampTzGetDatum(*renewal.explicit_expires_at)
+                    : DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(renewal.now), ttl));
+    return changes.applied_to(row, columns);
 }
 
 // The end of a grant (release, or an expiry once reported): only while the
@@ -1002,14 +1008,11 @@ HeapTuple end_grant_row(HeapTuple row, TupleDesc columns, void* context)
     if (token != end.token || isnull)
         return nullptr;
     const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
-    Datum values[leases_columns] = {};
-    bool nulls[leases_columns] = {};
-    bool replace[leases_columns] = {};
-    nulls[leases_column_owner - 1] = replace[leases_column_owner - 1] = true;
-    nulls[leases_column_session - 1] = replace[leases_column_session - 1] = true;
-    values[leases_column_expires_at - 1] = TimestampTzGetDatum(expires_at < end.now ? expires_at : end.now);
-    replace[leases_column_expires_at - 1] = true;
-    return heap_modify_tuple(row, columns, values, nulls, replace);
+    ColumnChanges changes;
+    changes.set_null(leases_column_owner);
+    changes.set_null(leases_column_session);
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(expires_at < end.now ? expires_at : end.now));
+    return changes.applied_to(row, columns);
 }
 
 }  // namespace
