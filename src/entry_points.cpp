@@ -75,23 +75,34 @@ Datum acquire_wait(FunctionCallInfo fcinfo)
     const bool nonatomic = fcinfo->context != nullptr && IsA(fcinfo->context, CallContext) &&
                            !castNode(CallContext, fcinfo->context)->atomic;
 
-    // The request must outlive the commits between the checks.
-    const MemoryContext caller_context = MemoryContextSwitchTo(TopMemoryContext);
+    // The request must outlive the commits between the checks, and no more:
+    // its context goes when the wait ends, cancelled or timed out included.
+    const MemoryContext request_context =
+        AllocSetContextCreate(TopMemoryContext, "lease.acquire_wait request", ALLOCSET_SMALL_SIZES);
+    const MemoryContext caller_context = MemoryContextSwitchTo(request_context);
     lease::GrantRequest request = arguments.request;
     request.name = DatumGetTextPCopy(PointerGetDatum(request.name));
     request.owner = DatumGetTextPCopy(PointerGetDatum(request.owner));
     request.ttl = lease::duration_interval(request.ttl_microseconds);
     MemoryContextSwitchTo(caller_context);
 
-    if (nonatomic && SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
-        elog(ERROR, "lease: SPI_connect failed");
-    int64 token = 0;
-    const bool granted = lease::acquire_lease(request, arguments.wait, nonatomic, &token);
-    if (nonatomic)
-        SPI_finish();
-    pfree(const_cast<text*>(request.name));
-    pfree(const_cast<text*>(request.owner));
-    pfree(const_cast<Interval*>(request.ttl));
+    volatile int64 token = 0;
+    volatile bool granted = false;
+    PG_TRY();
+    {
+        if (nonatomic && SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+            elog(ERROR, "lease: SPI_connect failed");
+        int64 granted_token = 0;
+        granted = lease::acquire_lease(request, arguments.wait, nonatomic, &granted_token);
+        token = granted_token;
+        if (nonatomic)
+            SPI_finish();
+    }
+    PG_FINALLY();
+    {
+        MemoryContextDelete(request_context);
+    }
+    PG_END_TRY();
 
     TupleDesc result_type;
     if (get_call_result_type(fcinfo, nullptr, &result_type) != TYPEFUNC_COMPOSITE)
@@ -431,33 +442,43 @@ PG_MODULE_MAGIC;
         return lease::guarded<body>(fcinfo);   \
     }
 
-LEASE_ENTRY(lease_acquire, acquire)
-LEASE_ENTRY(lease_acquire_wait, acquire_wait)
-LEASE_ENTRY(lease_heartbeat, heartbeat)
-LEASE_ENTRY(lease_release, release)
-LEASE_ENTRY(lease_revoke, revoke)
+// A function that changes lease state: in a read-only transaction or on a
+// standby it raises 25006 before anything else, as its SQL statements would.
+#define LEASE_WRITING_ENTRY(sql_name, body, sql_signature) \
+    PG_FUNCTION_INFO_V1(sql_name);                         \
+    Datum sql_name(PG_FUNCTION_ARGS)                       \
+    {                                                      \
+        lease::require_writable(sql_signature);            \
+        return lease::guarded<body>(fcinfo);               \
+    }
+
+LEASE_WRITING_ENTRY(lease_acquire, acquire, "lease.lease_acquire()")
+LEASE_WRITING_ENTRY(lease_acquire_wait, acquire_wait, "lease.acquire_wait()")
+LEASE_WRITING_ENTRY(lease_heartbeat, heartbeat, "lease.lease_heartbeat()")
+LEASE_WRITING_ENTRY(lease_release, release, "lease.lease_release()")
+LEASE_WRITING_ENTRY(lease_revoke, revoke, "lease.lease_revoke()")
 LEASE_ENTRY(lease_fenced_write, fenced_write)
 LEASE_ENTRY(lease_fence_trigger, lease::fence_trigger)
 LEASE_ENTRY(lease_set_fence_token, set_fence_token)
-LEASE_ENTRY(lease_prune, prune)
-LEASE_ENTRY(lease_prune_history, prune_history)
+LEASE_WRITING_ENTRY(lease_prune, prune, "lease.prune()")
+LEASE_WRITING_ENTRY(lease_prune_history, prune_history, "lease.prune_history()")
 LEASE_ENTRY(lease_listen_events, listen_events)
-LEASE_ENTRY(lease_expire_due, expire_due)
-LEASE_ENTRY(lease_session_open, session_open)
-LEASE_ENTRY(lease_session_keepalive, session_keepalive)
-LEASE_ENTRY(lease_session_close, session_close)
-LEASE_ENTRY(lease_session_acquire, session_acquire)
-LEASE_ENTRY(lease_allow, allow)
-LEASE_ENTRY(lease_pool_put, lease::pool_put)
-LEASE_ENTRY(lease_pool_remove, lease::pool_remove)
-LEASE_ENTRY(lease_claim, lease::claim)
+LEASE_WRITING_ENTRY(lease_expire_due, expire_due, "lease.expire_due()")
+LEASE_WRITING_ENTRY(lease_session_open, session_open, "lease.session_open()")
+LEASE_WRITING_ENTRY(lease_session_keepalive, session_keepalive, "lease.session_keepalive()")
+LEASE_WRITING_ENTRY(lease_session_close, session_close, "lease.session_close()")
+LEASE_WRITING_ENTRY(lease_session_acquire, session_acquire, "lease.session_acquire()")
+LEASE_WRITING_ENTRY(lease_allow, allow, "lease.allow()")
+LEASE_WRITING_ENTRY(lease_pool_put, lease::pool_put, "lease.pool_put()")
+LEASE_WRITING_ENTRY(lease_pool_remove, lease::pool_remove, "lease.pool_remove()")
+LEASE_WRITING_ENTRY(lease_claim, lease::claim, "lease.claim()")
 LEASE_ENTRY(lease_surplus, lease::surplus)
-LEASE_ENTRY(lease_checkpoint, lease::checkpoint)
-LEASE_ENTRY(lease_idempotency_begin, lease::idempotency_begin)
-LEASE_ENTRY(lease_idempotency_complete, lease::idempotency_complete)
-LEASE_ENTRY(lease_idempotency_fail, lease::idempotency_fail)
-LEASE_ENTRY(lease_prune_idempotency, lease::prune_idempotency)
-LEASE_ENTRY(lease_disallow, disallow)
+LEASE_WRITING_ENTRY(lease_checkpoint, lease::checkpoint, "lease.checkpoint()")
+LEASE_WRITING_ENTRY(lease_idempotency_begin, lease::idempotency_begin, "lease.idempotency_begin()")
+LEASE_WRITING_ENTRY(lease_idempotency_complete, lease::idempotency_complete, "lease.idempotency_complete()")
+LEASE_WRITING_ENTRY(lease_idempotency_fail, lease::idempotency_fail, "lease.idempotency_fail()")
+LEASE_WRITING_ENTRY(lease_prune_idempotency, lease::prune_idempotency, "lease.prune_idempotency()")
+LEASE_WRITING_ENTRY(lease_disallow, disallow, "lease.disallow()")
 
 void _PG_init(void)
 {

@@ -545,14 +545,17 @@ SPIPlanPtr plan_for(Query query)
 // Runs one query inside an open SPI connection. Under REPEATABLE READ and
 // SERIALIZABLE the transaction snapshot may predate the latest grant, so lease
 // state is always read and changed through a fresh snapshot (as ri_triggers.c
-// does for referential checks); a concurrent change still in flight then makes
-// an UPDATE fail with 40001, as any update conflict does at those levels.
+// does for referential checks); a row to change that the transaction snapshot
+// does not see, or that a transaction in flight changes, then makes the
+// statement fail with 40001, as any update conflict does at those levels.
 int run(Query query, Datum* values, const char* nulls, bool read_only, bool force_latest = false)
 {
-    const Snapshot snapshot =
-        (force_latest || IsolationUsesXactSnapshot()) ? GetLatestSnapshot() : InvalidSnapshot;
-    const int rc = SPI_execute_snapshot(plan_for(query), values, nulls, snapshot, InvalidSnapshot, read_only,
-                                        true, 0);
+    const bool transaction_snapshot = IsolationUsesXactSnapshot();
+    const Snapshot snapshot = (force_latest || transaction_snapshot) ? GetLatestSnapshot() : InvalidSnapshot;
+    // A change must find its row visible to the transaction snapshot too,
+    // else 40001 (ri_triggers.c's crosscheck), as the direct writer demands.
+    const Snapshot crosscheck = !read_only && transaction_snapshot ? GetTransactionSnapshot() : InvalidSnapshot;
+    const int rc = SPI_execute_snapshot(plan_for(query), values, nulls, snapshot, crosscheck, read_only, true, 0);
     if (rc < 0)
         elog(ERROR, "lease: query failed: %s", SPI_result_code_string(rc));
     return rc;
@@ -636,11 +639,20 @@ constexpr const char* relation_names[rel_count] = {
     "prefix_rules", "history",           "stat_grants",    "stat_denials",     "stat_waits",
     "stat_takeovers", "stat_releases",   "stat_revokes",   "stat_fence_rejections"};
 
+// Whether open_for_direct_write() may write a table directly; decided on
+// first use after each invalidation of the table's relation cache entry.
+enum class DirectWrites : char { undecided, allowed, refused };
+
 struct LeaseRelations {
     Oid oids[rel_count];
     Oid leases_owner;
     bool complete;
+    DirectWrites direct[2];  // lease.leases, lease.history
 };
+
+// lease.force_sql_path: superuser-only, for the differential tests. Every
+// change goes through SQL statements, as for a table a DBA gave triggers.
+bool force_sql_path = false;
 
 LeaseRelations known_relations;
 
@@ -688,7 +700,9 @@ const LeaseRelations& lease_relations()
     }
 }
 
-CallerIdentity connect_as_lease_owner()
+// Runs what follows as the owner of lease.leases: a direct write, or the
+// queries of an SPI connection (connect_as_lease_owner).
+CallerIdentity become_lease_owner()
 {
     CallerIdentity caller;
     GetUserIdAndSecContext(&caller.user, &caller.security_context);
@@ -696,6 +710,18 @@ CallerIdentity connect_as_lease_owner()
     caller_memory = CurrentMemoryContext;
     SetUserIdAndSecContext(lease_relations().leases_owner,
                            caller.security_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_NOFORCE_RLS);
+    return caller;
+}
+
+void become_caller(const CallerIdentity& caller)
+{
+    caller_memory = caller.memory;
+    SetUserIdAndSecContext(caller.user, caller.security_context);
+}
+
+CallerIdentity connect_as_lease_owner()
+{
+    const CallerIdentity caller = become_lease_owner();
     if (SPI_connect() != SPI_OK_CONNECT)
         elog(ERROR, "lease: SPI_connect failed");
     return caller;
@@ -705,8 +731,7 @@ void finish_as_caller(const CallerIdentity& caller)
 {
     if (SPI_finish() != SPI_OK_FINISH)
         elog(ERROR, "lease: SPI_finish failed");
-    caller_memory = caller.memory;
-    SetUserIdAndSecContext(caller.user, caller.security_context);
+    become_caller(caller);
 }
 
 // The token epoch this backend has seen logged and committed, so it checks no
@@ -775,11 +800,14 @@ KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, 
     return scan;
 }
 
+// The table stays locked until the transaction ends, as a statement leaves
+// it: a change that follows may start from the row version the scan found
+// (LeaseState::version), which a VACUUM FULL in between would move.
 void end_key_scan(const KeyScan& scan)
 {
     systable_endscan(scan.scan);
     UnregisterSnapshot(scan.snapshot);
-    table_close(scan.table, AccessShareLock);
+    table_close(scan.table, NoLock);
 }
 
 text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc)
@@ -789,46 +817,139 @@ text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc)
     return isnull ? nullptr : DatumGetTextPCopy(value);
 }
 
+// The shape a table of the extension has when its script created it: what
+// the direct writer may assume of it.
+struct ColumnShape {
+    const char* name;
+    Oid type;
+    bool not_null;
+};
+
+constexpr ColumnShape leases_shape[] = {
+    {"name", TEXTOID, true},          {"owner", TEXTOID, false},         {"token", INT8OID, true},
+    {"ttl", INTERVALOID, true},       {"acquired_at", TIMESTAMPTZOID, true}, {"renewed_at", TIMESTAMPTZOID, true},
+    {"expires_at", TIMESTAMPTZOID, true}, {"role", REGROLEOID, false},   {"session", INT8OID, false}};
+constexpr ColumnShape history_shape[] = {
+    {"at", TIMESTAMPTZOID, true}, {"event", TEXTOID, true}, {"name", TEXTOID, false}, {"token", INT8OID, false},
+    {"owner", TEXTOID, false},    {"session", INT8OID, false}, {"role", REGROLEOID, false}};
+
+// Whether the extension's direct writer behaves on table exactly as the SQL
+// statement it replaces would: the table has the columns its script gave it
+// (lease.leases may have more: an update keeps their values; an insert would
+// have to compute their defaults), no CHECK constraint, no NOT NULL that the
+// script did not declare, no stored generated column, no trigger and no rule.
+// Anything else a DBA adds is honoured by taking the SQL path, where the
+// executor enforces it. Indexes of any kind, publications and replica
+// identity are honoured on the direct path too (add_index_entries,
+// open_for_direct_write).
+bool shape_allows_direct_writes(Relation table, const ColumnShape* shape, int shape_columns, bool columns_may_be_added)
+{
+    if (table->trigdesc != nullptr || table->rd_rules != nullptr || table->rd_rel->relkind != RELKIND_RELATION)
+        return false;
+    const TupleDesc columns = RelationGetDescr(table);
+    const TupleConstr* constraints = columns->constr;
+    if (constraints != nullptr && (constraints->num_check > 0 || constraints->has_generated_stored))
+        return false;
+    if (columns->natts < shape_columns || (columns->natts > shape_columns && !columns_may_be_added))
+        return false;
+    for (int c = 0; c < shape_columns; ++c) {
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        if (column->attisdropped || column->atttypid != shape[c].type || column->attnotnull != shape[c].not_null ||
+            strcmp(NameStr(column->attname), shape[c].name) != 0)
+            return false;
+    }
+    for (int c = shape_columns; c < columns->natts; ++c) {
+        // A column added later may be dropped later: a dropped column is no
+        // column. But an identity column would need its sequence on insert.
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        if (!column->attisdropped && column->attidentity != '\0')
+            return false;
+    }
+    return true;
+}
+
+// Opens one of the extension's tables for a direct write and returns it, or
+// nullptr when the write must go through SQL (lease.force_sql_path, or a
+// table whose shape the direct writer cannot honour). The decision is made
+// once per relation cache entry: any DDL on the table invalidates it, and
+// forget_relations() then forgets the decision with the OIDs.
+Relation open_for_direct_write(Relation_ which)
+{
+    if (force_sql_path)
+        return nullptr;
+    const Relation table = table_open(lease_relations().oids[which], RowExclusiveLock);
+    DirectWrites& decision = known_relations.direct[which == rel_leases ? 0 : 1];
+    if (decision == DirectWrites::undecided) {
+        const bool allowed = which == rel_leases
+                                 ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
+                                 : shape_allows_direct_writes(table, history_shape, lengthof(history_shape), false);
+        // table_open() may have processed invalidations that forgot the
+        // relations (and so the decision) before it was made: it stands
+        // until the next one.
+        known_relations.direct[which == rel_leases ? 0 : 1] = allowed ? DirectWrites::allowed : DirectWrites::refused;
+        if (!allowed) {
+            table_close(table, NoLock);  // the lock stays: the SQL statement takes it again
+            return nullptr;
+        }
+    } else if (decision == DirectWrites::refused) {
+        table_close(table, NoLock);
+        return nullptr;
+    }
+    // What the executor checks before any write: a read-only transaction or
+    // a standby (25006), and a publication the table's replica identity or
+    // row filter cannot serve (55000, 42P10).
+    PreventCommandIfReadOnly(which == rel_leases ? "UPDATE" : "INSERT");
+    CheckCmdReplicaIdentity(table, which == rel_leases ? CMD_UPDATE : CMD_INSERT);
+    return table;
+}
+
 // Adds the index entries of a row version just written to table (the row is
-// in slot, which knows its TID), as the executor does after a heap write. Not
-// as an update: that hint needs the updated columns of a statement.
-void add_index_entries(Relation table, TupleTableSlot* slot)
+// in slot, which knows its TID), as the executor does after a heap write. For
+// an update, updated_columns (attribute numbers offset by
+// FirstLowInvalidHeapAttributeNumber, as a statement's) are the columns it
+// set: an index none of whose columns it set gets the "unchanged" hint, which
+// lets a btree delete the versions it supersedes bottom-up instead of
+// splitting a page.
+void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
 {
     EState* const estate = CreateExecutorState();
+    RangeTblEntry* const target_entry = makeNode(RangeTblEntry);
+    target_entry->rtekind = RTE_RELATION;
+    target_entry->relid = RelationGetRelid(table);
+    target_entry->relkind = table->rd_rel->relkind;
+    target_entry->rellockmode = RowExclusiveLock;
+    target_entry->updatedCols = updated_columns;
+    ExecInitRangeTable(estate, list_make1(target_entry));
     ResultRelInfo* const target = makeNode(ResultRelInfo);
     InitResultRelInfo(target, table, 1, nullptr, 0);
     ExecOpenIndices(target, false);
-    (void) ExecInsertIndexTuples(target, slot, estate, false, false, nullptr, NIL);
+    (void) ExecInsertIndexTuples(target, slot, estate, update, false, nullptr, NIL);
     ExecCloseIndices(target);
     FreeExecutorState(estate);
 }
 
-// Whether the extension writes one of its tables directly (change_lease_row,
-// store_history): not when someone gave it triggers or rules, which fire for
-// SQL statements only, so that they keep firing (docs/reference.md).
-bool written_directly(Relation_ table)
-{
-    const Relation relation = table_open(lease_relations().oids[table], RowExclusiveLock);
-    const bool plain = relation->trigdesc == nullptr && relation->rd_rules == nullptr;
-    table_close(relation, NoLock);
-    return plain;
-}
+// A row version a change makes, and the columns it sets (as
+// add_index_entries takes them).
+struct RowVersion {
+    HeapTuple tuple;
+    Bitmapset* updated_columns;
+};
 
-// How a lease row changes: its next version, or nullptr when the change does
-// not apply to it (as an UPDATE's WHERE clause, rechecked on the version that
-// a concurrent transaction left, like EvalPlanQual does).
-using LeaseRowChange = HeapTuple (*)(HeapTuple row, TupleDesc columns, void* context);
+// How a lease row changes: its next version, or a null tuple when the change
+// does not apply to it (as an UPDATE's WHERE clause, rechecked on the version
+// that a concurrent transaction left, like EvalPlanQual does).
+using LeaseRowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* context);
 
 // The next version of the row version at tid, when that is still the latest
 // version of name's row (nothing has updated it since it was read) and change
-// applies to it; nullptr otherwise, and the caller looks the row up.
-HeapTuple change_version_read(Relation leases, const text* name, ItemPointerData tid, LeaseRowChange change,
-                              void* context)
+// applies to it; a null tuple otherwise, and the caller looks the row up.
+RowVersion change_version_read(Relation leases, const text* name, ItemPointerData tid, LeaseRowChange change,
+                               void* context)
 {
     HeapTupleData row;
     row.t_self = tid;
     Buffer buffer;
-    HeapTuple next_version = nullptr;
+    RowVersion next_version = {nullptr, nullptr};
     if (heap_fetch(leases, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
         const TupleDesc columns = RelationGetDescr(leases);
         bool isnull;
@@ -842,26 +963,44 @@ HeapTuple change_version_read(Relation leases, const text* name, ItemPointerData
     return next_version;
 }
 
+// Raises what UPDATE raises under REPEATABLE READ and SERIALIZABLE when the
+// row it would change was changed by a transaction this one cannot see.
+[[noreturn]] void report_serialization_failure(TM_Result result)
+{
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg(result == TM_Deleted ? "could not serialize access due to concurrent delete"
+                                                : "could not serialize access due to concurrent update")));
+    pg_unreachable();
+}
+
 // Applies change to the lease row of name, as an UPDATE statement run as the
 // table's owner would, but without an executor: grants and releases are the
 // hot path, and starting an executor costs several times the row change
-// itself (docs/performance.md). Starts from the version read_latest found
-// (version_read) when it is still the latest, else looks the row up. A version
-// that a transaction in flight is changing is waited for, then the change is
-// applied to its successor. Returns whether a row was changed; false when there
-// is no row or change declines it. Like any statement, makes the change
+// itself (docs/performance.md). leases is open_for_direct_write()'s. Starts
+// from the version read_latest found (version_read) when it is still the
+// latest, else looks the row up. Under READ COMMITTED, a version that a
+// transaction in flight is changing is waited for, then the change is applied
+// to its successor; under REPEATABLE READ and SERIALIZABLE, a version this
+// transaction's snapshot does not see, or one changed concurrently, raises
+// 40001, as the UPDATE would. Returns whether a row was changed; false when
+// there is no row or change declines it. Like any statement, makes the change
 // visible to what follows.
-bool change_lease_row(const text* name, const ItemPointerData& version_read, LeaseRowChange change, void* context)
+bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
+                      void* context)
 {
-    const Relation leases = table_open(lease_relations().oids[rel_leases], RowExclusiveLock);
     const TupleDesc columns = RelationGetDescr(leases);
+    // The snapshot an UPDATE's row must be visible to under REPEATABLE READ
+    // and SERIALIZABLE (ri_triggers.c's crosscheck): lease state is decided on
+    // the latest committed version, and a version this transaction could not
+    // see is a conflict.
+    const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
     bool changed = false;
     for (bool look_up = !ItemPointerIsValid(&version_read);; look_up = true) {
         ItemPointerData version = version_read;
-        HeapTuple next_version = nullptr;
+        RowVersion next_version = {nullptr, nullptr};
         if (!look_up) {
             next_version = change_version_read(leases, name, version_read, change, context);
-            if (next_version == nullptr)
+            if (next_version.tuple == nullptr)
                 continue;
         } else {
             const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
@@ -874,24 +1013,25 @@ bool change_lease_row(const text* name, const ItemPointerData& version_read, Lea
             const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
             const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
             const HeapTuple row = systable_getnext(scan);
-            next_version = HeapTupleIsValid(row) ? change(row, columns, context) : nullptr;
-            if (next_version != nullptr)
+            if (HeapTupleIsValid(row))
+                next_version = change(row, columns, context);
+            if (next_version.tuple != nullptr)
                 version = row->t_self;
             systable_endscan(scan);
             UnregisterSnapshot(snapshot);
-            if (next_version == nullptr)
+            if (next_version.tuple == nullptr)
                 break;
         }
 
         TupleTableSlot* const slot = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
-        ExecStoreHeapTuple(next_version, slot, true);
+        ExecStoreHeapTuple(next_version.tuple, slot, true);
         TM_FailureData failure;
         LockTupleMode lock_mode;
         bool update_indexes;
         const TM_Result result = table_tuple_update(leases, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
-                                                    InvalidSnapshot, true, &failure, &lock_mode, &update_indexes);
+                                                    crosscheck, true, &failure, &lock_mode, &update_indexes);
         if (result == TM_Ok && update_indexes)
-            add_index_entries(leases, slot);
+            add_index_entries(leases, slot, next_version.updated_columns, true);
         ExecDropSingleTupleTableSlot(slot);
         if (result == TM_Ok) {
             changed = true;
@@ -901,18 +1041,22 @@ bool change_lease_row(const text* name, const ItemPointerData& version_read, Lea
         // means this transaction changed the row in the same command.
         if (result != TM_Updated && result != TM_Deleted)
             elog(ERROR, "lease: the row of lease \"%s\" was changed twice in one command", text_to_cstring(name));
+        if (IsolationUsesXactSnapshot())
+            report_serialization_failure(result);
     }
-    table_close(leases, NoLock);
     if (changed)
         CommandCounterIncrement();
     return changed;
 }
 
-// The columns a change of a lease row sets; the others keep their values.
+// The columns a change of a lease row sets; the others -- a DBA's added
+// columns included -- keep their values. One slot per column the table has
+// now, which may be more than the extension created.
 struct ColumnChanges {
-    Datum values[leases_columns] = {};
-    bool nulls[leases_columns] = {};
-    bool replace[leases_columns] = {};
+    Datum* values;
+    bool* nulls;
+    bool* replace;
+    Bitmapset* updated_columns;
 
     void set(AttrNumber column, Datum value) { set_value(column, value, false); }
     void set_null(AttrNumber column) { set_value(column, static_cast<Datum>(0), true); }
@@ -921,9 +1065,20 @@ struct ColumnChanges {
         values[column - 1] = value;
         nulls[column - 1] = null;
         replace[column - 1] = true;
+        updated_columns = bms_add_member(updated_columns, column - FirstLowInvalidHeapAttributeNumber);
     }
-    HeapTuple applied_to(HeapTuple row, TupleDesc columns) { return heap_modify_tuple(row, columns, values, nulls, replace); }
+    RowVersion applied_to(HeapTuple row, TupleDesc columns)
+    {
+        return RowVersion{heap_modify_tuple(row, columns, values, nulls, replace), updated_columns};
+    }
 };
+
+ColumnChanges column_changes(TupleDesc columns)
+{
+    return ColumnChanges{static_cast<Datum*>(palloc0(sizeof(Datum) * columns->natts)),
+                         static_cast<bool*>(palloc0(sizeof(bool) * columns->natts)),
+                         static_cast<bool*>(palloc0(sizeof(bool) * columns->natts)), nullptr};
+}
 
 // A grant: every column but the name, with a fresh token the first time it
 // is applied (a retry on a successor version keeps it).
@@ -937,12 +1092,12 @@ struct Grant {
     int64 token;
 };
 
-HeapTuple grant_row(HeapTuple row, TupleDesc columns, void* context)
+RowVersion grant_row(HeapTuple row, TupleDesc columns, void* context)
 {
     Grant& grant = *static_cast<Grant*>(context);
     if (grant.token == 0)
         grant.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
-    ColumnChanges changes;
+    ColumnChanges changes = column_changes(columns);
     changes.set(leases_column_owner, PointerGetDatum(grant.owner));
     changes.set(leases_column_token, Int64GetDatum(grant.token));
     changes.set(leases_column_ttl, PointerGetDatum(grant.ttl));
@@ -965,7 +1120,7 @@ struct Renewal {
     bool caller_is_admin;
 };
 
-HeapTuple renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
+RowVersion renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
 {
     const Renewal& renewal = *static_cast<const Renewal*>(context);
     bool isnull;
@@ -978,12 +1133,12 @@ HeapTuple renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
     bool no_role;
     const Oid role = DatumGetObjectId(heap_getattr(row, leases_column_role, columns, &no_role));
     if (token != renewal.token || free || expires_at <= renewal.now || !plain)
-        return nullptr;
+        return RowVersion{nullptr, nullptr};
     if (!no_role && role != renewal.caller_role && !renewal.caller_is_admin &&
         !has_privs_of_role(renewal.caller_role, role))
-        return nullptr;
+        return RowVersion{nullptr, nullptr};
     const Datum ttl = heap_getattr(row, leases_column_ttl, columns, &isnull);
-    ColumnChanges changes;
+    ColumnChanges changes = column_changes(columns);
     changes.set(leases_column_renewed_at, TimestampTzGetDatum(renewal.now));
     changes.set(leases_column_expires_at,
                 renewal.explicit_expires_at != nullptr
@@ -999,16 +1154,16 @@ struct GrantEnd {
     TimestampTz now;
 };
 
-HeapTuple end_grant_row(HeapTuple row, TupleDesc columns, void* context)
+RowVersion end_grant_row(HeapTuple row, TupleDesc columns, void* context)
 {
     const GrantEnd& end = *static_cast<const GrantEnd*>(context);
     bool isnull;
     const int64 token = DatumGetInt64(heap_getattr(row, leases_column_token, columns, &isnull));
     (void) heap_getattr(row, leases_column_owner, columns, &isnull);
     if (token != end.token || isnull)
-        return nullptr;
+        return RowVersion{nullptr, nullptr};
     const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
-    ColumnChanges changes;
+    ColumnChanges changes = column_changes(columns);
     changes.set_null(leases_column_owner);
     changes.set_null(leases_column_session);
     changes.set(leases_column_expires_at, TimestampTzGetDatum(expires_at < end.now ? expires_at : end.now));
@@ -1079,7 +1234,7 @@ void make_tokens_durable()
     LockBuffer(buffer, BUFFER_LOCK_SHARE);
     const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
     UnlockReleaseBuffer(buffer);
-    relation_close(sequence, AccessShareLock);
+    relation_close(sequence, NoLock);
     XLogFlush(last_logged);
 }
 
@@ -1203,16 +1358,42 @@ SessionState read_session(int64 session)
     return state;
 }
 
+namespace {
+
+// The outcome of a direct change of a lease row.
+enum class DirectChange { changed, declined, through_sql };
+
+// Applies change to name's lease row directly, as the owner of lease.leases,
+// when the table's shape allows it (open_for_direct_write); through_sql when
+// the caller must run the equivalent SQL statement instead.
+DirectChange change_directly(const text* name, const ItemPointerData& version_read, LeaseRowChange change,
+                             void* context)
+{
+    if (!catalog_has_sessions())
+        return DirectChange::through_sql;
+    const CallerIdentity caller = become_lease_owner();
+    const Relation leases = open_for_direct_write(rel_leases);
+    DirectChange outcome = DirectChange::through_sql;
+    if (leases != nullptr) {
+        outcome = change_lease_row(leases, name, version_read, change, context) ? DirectChange::changed
+                                                                                : DirectChange::declined;
+        table_close(leases, NoLock);
+    }
+    become_caller(caller);
+    return outcome;
+}
+
+}  // namespace
+
 int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
                   TimestampTz now, TimestampTz expires_at, Oid role, int64 session)
 {
     const bool sessions = catalog_has_sessions();
-    const bool directly = sessions && written_directly(rel_leases);
-    if (directly) {
-        Grant grant = {owner, ttl, now, expires_at, role, session, 0};
-        if (change_lease_row(name, version_read, grant_row, &grant))
-            return grant.token;
-    }
+    Grant grant = {owner, ttl, now, expires_at, role, session, 0};
+    const DirectChange direct = change_directly(name, version_read, grant_row, &grant);
+    if (direct == DirectChange::changed)
+        return grant.token;
+    const bool directly = direct == DirectChange::declined;  // no row yet: insert it
     Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
                        PointerGetDatum(ttl),         TimestampTzGetDatum(now),
                        TimestampTzGetDatum(expires_at), ObjectIdGetDatum(role),
@@ -1235,11 +1416,11 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
                      bool admin)
 {
     const bool sessions = catalog_has_sessions();
-    if (sessions && written_directly(rel_leases)) {
-        Renewal renewal = {token, now, explicit_expires_at, role, admin};
-        const ItemPointerData look_up = {};
-        return change_lease_row(name, look_up, renew_grant_row, &renewal);
-    }
+    Renewal renewal = {token, now, explicit_expires_at, role, admin};
+    const ItemPointerData look_up = {};
+    const DirectChange direct = change_directly(name, look_up, renew_grant_row, &renewal);
+    if (direct != DirectChange::through_sql)
+        return direct == DirectChange::changed;
     Datum values[6] = {PointerGetDatum(name),
                        Int64GetDatum(token),
                        TimestampTzGetDatum(now),
@@ -1260,10 +1441,10 @@ namespace {
 bool end_grant(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
 {
     const bool sessions = catalog_has_sessions();
-    if (sessions && written_directly(rel_leases)) {
-        GrantEnd end = {token, now};
-        return change_lease_row(name, version_read, end_grant_row, &end);
-    }
+    GrantEnd end = {token, now};
+    const DirectChange direct = change_directly(name, version_read, end_grant_row, &end);
+    if (direct != DirectChange::through_sql)
+        return direct == DirectChange::changed;
     Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(sessions ? query_release : query_release_v11, values, nullptr, false);
@@ -1373,66 +1554,42 @@ ReleasedLease* store_session_close(int64 session, TimestampTz now, int* count, b
     return released;
 }
 
-namespace {
-
-// lease.history's columns, in order: at, event, name, token, owner, session, role.
-constexpr Oid history_column_types[] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID};
-constexpr int history_columns = sizeof(history_column_types) / sizeof(history_column_types[0]);
-
-void require_history_columns(Relation history)
-{
-    const TupleDesc columns = RelationGetDescr(history);
-    bool expected = columns->natts == history_columns;
-    for (int c = 0; expected && c < history_columns; ++c)
-        expected = !TupleDescAttr(columns, c)->attisdropped && TupleDescAttr(columns, c)->atttypid == history_column_types[c];
-    if (!expected)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("lease.history does not have the columns this version of extension lease writes"),
-                        errhint("Recreate the extension, or restore the table's definition from its script.")));
-}
-
-}  // namespace
-
 // Every grant and release appends a history row, so the row goes straight into
 // the heap and its indexes (as change_lease_row changes a lease) instead of
-// through an INSERT statement, unless the table has triggers or rules.
+// through an INSERT statement, unless the table's shape asks for the
+// executor (open_for_direct_write).
 void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
                    int64 session, Oid role)
 {
-    if (!written_directly(rel_history)) {
-        Datum values[7] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event), PointerGetDatum(name),
-                           Int64GetDatum(token),      PointerGetDatum(owner),     Int64GetDatum(session),
-                           ObjectIdGetDatum(role)};
-        const char nulls[7] = {' ',
-                               ' ',
-                               name != nullptr ? ' ' : 'n',
-                               token != 0 ? ' ' : 'n',
-                               owner != nullptr ? ' ' : 'n',
-                               session != 0 ? ' ' : 'n',
-                               OidIsValid(role) ? ' ' : 'n'};
-        const CallerIdentity caller = connect_as_lease_owner();
-        run(query_history, values, nulls, false);
-        finish_as_caller(caller);
-        return;
-    }
-    const Relation history = table_open(lease_relations().oids[rel_history], RowExclusiveLock);
-    require_history_columns(history);
-
-    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(history), &TTSOpsVirtual);
+    constexpr int history_columns = lengthof(history_shape);
     const Datum values[history_columns] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event),
                                            PointerGetDatum(name),     Int64GetDatum(token),
                                            PointerGetDatum(owner),    Int64GetDatum(session),
                                            ObjectIdGetDatum(role)};
     const bool nulls[history_columns] = {false, false, name == nullptr, token == 0, owner == nullptr, session == 0,
                                          !OidIsValid(role)};
+    const CallerIdentity caller = become_lease_owner();
+    const Relation history = open_for_direct_write(rel_history);
+    if (history == nullptr) {
+        become_caller(caller);
+        char sql_nulls[history_columns];
+        for (int c = 0; c < history_columns; ++c)
+            sql_nulls[c] = nulls[c] ? 'n' : ' ';
+        const CallerIdentity owner_connection = connect_as_lease_owner();
+        run(query_history, const_cast<Datum*>(values), sql_nulls, false);
+        finish_as_caller(owner_connection);
+        return;
+    }
+    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(history), &TTSOpsVirtual);
     memcpy(row->tts_values, values, sizeof(values));
     memcpy(row->tts_isnull, nulls, sizeof(nulls));
     ExecStoreVirtualTuple(row);
 
     simple_table_tuple_insert(history, row);
-    add_index_entries(history, row);
+    add_index_entries(history, row, nullptr, false);
     ExecDropSingleTupleTableSlot(row);
     table_close(history, NoLock);
+    become_caller(caller);
 }
 
 int64 store_prune_history(TimestampTz cutoff)
@@ -1727,8 +1884,19 @@ int64 store_prune_keys(TimestampTz cutoff)
     return pruned;
 }
 
+void require_writable(const char* function)
+{
+    PreventCommandIfReadOnly(function);
+    PreventCommandDuringRecovery(function);
+}
+
 void initialize_lease_store()
 {
+    DefineCustomBoolVariable("lease.force_sql_path",
+                             "Makes every change of lease state go through SQL statements.",
+                             "For differential tests of the direct writes against the executor "
+                             "(docs/operations.md).",
+                             &force_sql_path, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     RegisterXactCallback(settle_epoch_at_transaction_end, nullptr);
     RegisterSubXactCallback(forget_epoch_on_subtransaction_abort, nullptr);
 }

@@ -210,7 +210,13 @@ void make_tokens_durable();
 // have issued tokens whose WAL never arrived here.
 void ensure_token_epoch();
 
-// From _PG_init: hooks transaction ends, for the token epoch memo.
+// Raises 25006 in a read-only transaction and on a standby: every function
+// that changes lease state calls it first, so that it fails as the SQL
+// statement it replaces would, whatever it would have found.
+void require_writable(const char* function);
+
+// From _PG_init: defines lease.force_sql_path and hooks transaction ends,
+// for the token epoch memo.
 void initialize_lease_store();
 
 }  // namespace lease

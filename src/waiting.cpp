@@ -76,12 +76,27 @@ void wake_holders_at_commit(const LOCKTAG* tag)
 
 void wake_lock_holders(const LOCKTAG* tag)
 {
-    const VirtualTransactionId* holder = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
-    for (; VirtualTransactionIdIsValid(*holder); ++holder) {
-        PGPROC* proc = BackendIdGetProc(holder->backendId);
-        if (proc != nullptr)
-            SetLatch(&proc->procLatch);
+    // This runs after commit, where an ERROR would be a PANIC. The only error
+    // GetLockConflicts() can raise is running out of memory for its result,
+    // before it takes any lock, so catching it leaves nothing half done; the
+    // waiters then wake at the holder's old expiry instead of now.
+    const MemoryContext caller_context = CurrentMemoryContext;
+    PG_TRY();
+    {
+        VirtualTransactionId* const holders = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
+        for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
+            PGPROC* proc = BackendIdGetProc(holder->backendId);
+            if (proc != nullptr)
+                SetLatch(&proc->procLatch);
+        }
+        pfree(holders);
     }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        FlushErrorState();
+    }
+    PG_END_TRY();
 }
 
 TimestampTz lock_timeout_deadline(TimestampTz start)
