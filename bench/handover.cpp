@@ -59,6 +59,7 @@ namespace {
 
 using pqtest::Connection;
 using pqtest::Outcome;
+using pqtest::must;
 using Steady = std::chrono::steady_clock;
 using Wall = std::chrono::system_clock;
 
@@ -74,15 +75,6 @@ double ms_between(Steady::time_point from, Steady::time_point to)
 int64_t wall_microseconds(Wall::time_point t)
 {
     return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-// Runs a statement that must succeed; its outcome.
-Outcome must(Connection& conn, const std::string& sql, const std::vector<pqtest::Param>& params = {})
-{
-    Outcome out = params.empty() ? conn.execute(sql) : conn.execute(sql, params);
-    if (!out.ok())
-        throw Failure(sql + ": " + out.sqlstate() + " " + out.message());
-    return out;
 }
 
 std::unique_ptr<Connection> connect(const std::string& application_name)
@@ -102,13 +94,9 @@ struct InFlight {
     Outcome outcome;
 };
 
-void send(InFlight& flight, Connection& conn, const std::string& sql, const std::vector<std::string>& params)
+void send(InFlight& flight, Connection& conn, const std::string& sql, const std::vector<pqtest::Param>& params)
 {
-    std::vector<const char*> values;
-    for (const std::string& p : params)
-        values.push_back(p.c_str());
-    if (PQsendQueryParams(conn.raw(), sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                          nullptr, 0) != 1)
+    if (!conn.send(sql, params))
         throw Failure("cannot send: " + conn.error());
     flight.conn = &conn;
     flight.done = false;
@@ -131,14 +119,7 @@ bool take_answer(InFlight& flight)
         return false;
     flight.at = Steady::now();
     flight.wall_at = Wall::now();
-    pqtest::ResultPtr first;
-    while (PGresult* result = PQgetResult(raw)) {
-        if (!first)
-            first.reset(result);
-        else
-            PQclear(result);
-    }
-    flight.outcome = Outcome(std::move(first), flight.conn->ok());
+    flight.outcome = flight.conn->next_result();
     flight.done = true;
     return true;
 }
@@ -148,14 +129,15 @@ bool take_answer(InFlight& flight)
 bool collect(const std::vector<InFlight*>& flights, std::chrono::milliseconds timeout, bool until_any = false)
 {
     const Steady::time_point deadline = Steady::now() + timeout;
-    std::vector<pollfd> fds;
+    std::vector<Connection*> conns;
     std::vector<InFlight*> pending;
+    std::vector<bool> ready;
     for (;;) {
-        fds.clear();
+        conns.clear();
         pending.clear();
         for (InFlight* f : flights)
             if (!f->done) {
-                fds.push_back(pollfd{PQsocket(f->conn->raw()), POLLIN, 0});
+                conns.push_back(f->conn);
                 pending.push_back(f);
             }
         if (pending.empty())
@@ -163,11 +145,11 @@ bool collect(const std::vector<InFlight*>& flights, std::chrono::milliseconds ti
         // A timeout of 0 still looks once at what has arrived.
         const auto left = std::max<long long>(
             0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now()).count());
-        if (poll(fds.data(), fds.size(), static_cast<int>(left)) < 0 && errno != EINTR)
+        if (pqtest::wait_for_input(conns, static_cast<int>(left), ready) < 0 && errno != EINTR)
             throw Failure(std::string("poll: ") + std::strerror(errno));
         bool any = false;
-        for (size_t i = 0; i < fds.size(); ++i)
-            if (fds[i].revents != 0)
+        for (size_t i = 0; i < ready.size(); ++i)
+            if (ready[i])
                 any = take_answer(*pending[i]) || any;
         if (until_any && any)
             return true;

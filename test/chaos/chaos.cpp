@@ -81,6 +81,8 @@ using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 using pqtest::Connection;
 using pqtest::Outcome;
+using pqtest::is_connection_failure;
+using pqtest::scalar;
 
 struct Options {
     int workers = 8;
@@ -304,15 +306,6 @@ void note_unexpected(const std::string& who, const std::string& where, const Out
     unexpected_errors.push_back({who, where, o.sqlstate(), o.message()});
 }
 
-// Connection-level failures a chaos run causes on purpose: terminated
-// backends (57P01), shutdowns and restarts (57P02, 57P03, 08xxx, a lost
-// socket without any SQLSTATE).
-bool is_connection_failure(const Outcome& o)
-{
-    const std::string& s = o.sqlstate();
-    return o.connection_lost() || s.empty() || s.rfind("57P0", 0) == 0 || s.rfind("08", 0) == 0;
-}
-
 // Sleeps until t or until the run stops; returns false if it stopped.
 bool sleep_until(Clock::time_point t)
 {
@@ -401,13 +394,11 @@ private:
 
     bool connect()
     {
-        conn_ = std::make_unique<Connection>("application_name=chaos-" + owner_ + " connect_timeout=5");
+        // statement_timeout is a safety net: a statement hanging this long is
+        // a failure, not a wait.
+        conn_ = std::make_unique<Connection>("application_name=chaos-" + owner_ + " connect_timeout=5",
+                                             "SET statement_timeout = '60s'");
         if (!conn_->ok()) {
-            conn_.reset();
-            return false;
-        }
-        // A safety net: a statement hanging this long is a failure, not a wait.
-        if (!conn_->execute("SET statement_timeout = '60s'").ok()) {
             conn_.reset();
             return false;
         }
@@ -822,8 +813,9 @@ private:
 
     bool connect()
     {
-        conn_ = std::make_unique<Connection>("application_name=chaos-monkey connect_timeout=5");
-        if (!conn_->ok() || !conn_->execute("SET lock_timeout = '1s'").ok()) {
+        conn_ =
+            std::make_unique<Connection>("application_name=chaos-monkey connect_timeout=5", "SET lock_timeout = '1s'");
+        if (!conn_->ok()) {
             conn_.reset();
             std::this_thread::sleep_for(Millis(100));
             return false;
@@ -1131,15 +1123,6 @@ private:
     int n_ = 0, passed_ = 0, failed_ = 0;
 };
 
-// Runs a query that must succeed; returns its first value ("" if none).
-std::string scalar(Connection& c, const std::string& sql)
-{
-    const Outcome o = c.execute(sql);
-    if (!o.ok())
-        throw std::runtime_error("checker query failed: " + o.message() + "\n  " + sql);
-    return o.get().value_or("");
-}
-
 // All rows of a query, one line each, columns separated by " | ".
 std::string rows_text(Connection& c, const std::string& sql)
 {
@@ -1171,12 +1154,13 @@ void load(Connection& c, const std::string& table, const std::vector<T>& records
 Connection connect_checker()
 {
     // The server may still be finishing a restart: retry for a while.
-    for (int attempt = 0;; ++attempt) {
-        Connection c("application_name=chaos-checker connect_timeout=5");
-        if (c.ok() || attempt >= 100)
-            return c;
+    int retries = 0;
+    return pqtest::connect_retrying("application_name=chaos-checker connect_timeout=5", "", [&retries] {
+        if (retries++ >= 100)
+            return false;
         std::this_thread::sleep_for(Millis(200));
-    }
+        return true;
+    });
 }
 
 int usage()

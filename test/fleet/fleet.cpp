@@ -47,7 +47,6 @@
 // Prints TAP-style lines, figures, and "fleet: N passed, N failed".
 #include "../common/pq.hpp"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -257,21 +256,16 @@ private:
             for (std::size_t i = 0; i < to; ++i) {
                 const Held& held = held_[names[i]];
                 const std::string seq = std::to_string(held.seq + 1), token = std::to_string(held.token);
-                const std::string state = "{\"seq\": " + seq + "}", worker = std::to_string(options_.id),
-                                  session = std::to_string(session_);
-                const char* checkpoint[3] = {names[i].c_str(), token.c_str(), state.c_str()};
-                const char* row[5] = {names[i].c_str(), seq.c_str(), token.c_str(), worker.c_str(), session.c_str()};
-                PQsendQueryParams(c, "SELECT lease.checkpoint($1, $2::bigint, $3::jsonb)", 3, nullptr, checkpoint,
-                                  nullptr, nullptr, 0);
-                PQsendQueryParams(c,
-                                  "INSERT INTO public.fleet_log (resource, seq, fence_token, worker, session)"
-                                  " VALUES ($1, $2::bigint, $3::bigint, $4::integer, $5::bigint)",
-                                  5, nullptr, row, nullptr, nullptr, 0);
+                conn_->send("SELECT lease.checkpoint($1, $2::bigint, $3::jsonb)",
+                            {names[i], token, "{\"seq\": " + seq + "}"});
+                conn_->send("INSERT INTO public.fleet_log (resource, seq, fence_token, worker, session)"
+                            " VALUES ($1, $2::bigint, $3::bigint, $4::integer, $5::bigint)",
+                            {names[i], seq, token, std::to_string(options_.id), std::to_string(session_)});
                 PQpipelineSync(c);
             }
             for (std::size_t i = 0; i < to; ++i) {
-                const Outcome checkpoint = next_result(c);
-                const Outcome row = next_result(c);
+                const Outcome checkpoint = conn_->next_result();
+                const Outcome row = conn_->next_result();
                 ResultPtr sync(PQgetResult(c));
                 if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
                     fatal("pipeline: no sync after " + names[i] + ": " + conn_->error());
@@ -291,14 +285,6 @@ private:
                     return;
             }
         }
-    }
-
-    // One query's result in a pipeline (and the NULL that ends it).
-    Outcome next_result(PGconn* c)
-    {
-        ResultPtr result(PQgetResult(c));
-        ResultPtr end(PQgetResult(c));
-        return Outcome(std::move(result), conn_->ok());
     }
 
     void settle_write(const std::string& name, bool zombie, const Outcome& checkpoint, const Outcome& row)
@@ -420,8 +406,8 @@ private:
             const auto left = std::chrono::duration_cast<Millis>(until - Clock::now()).count();
             if (left <= 0)
                 break;
-            pollfd fd = {PQsocket(conn_->raw()), POLLIN, 0};
-            if (poll(&fd, 1, static_cast<int>(left)) > 0)
+            std::vector<bool> ready;
+            if (pqtest::wait_for_input({conn_.get()}, static_cast<int>(left), ready) > 0)
                 relevant = drain_notifications();
         }
         return relevant;
@@ -666,10 +652,7 @@ private:
 
     std::string scalar(const std::string& sql, const std::vector<pqtest::Param>& params = {})
     {
-        const Outcome o = ctl_.execute(sql, params);
-        if (!o.ok())
-            throw std::runtime_error(sql + ": " + o.message());
-        return o.get().value_or("");
+        return pqtest::scalar(ctl_, sql, params);
     }
 
     long long server_now() { return std::stoll(scalar("SELECT " + micros("clock_timestamp()"))); }

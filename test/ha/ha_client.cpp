@@ -134,13 +134,12 @@ std::string join(const Parts&... parts)
 }
 std::string str(long long v) { return std::to_string(v); }
 
-// Connection-level failures: the server went away (57P01-57P03, 08xxx, a
-// lost socket without any SQLSTATE) or is read-only now (25006, a demoted
+// Failures after which a client reconnects: the server went away
+// (pqtest::is_connection_failure) or is read-only now (25006, a demoted
 // primary that keeps the session).
-bool is_connection_failure(const Outcome& o)
+bool must_reconnect(const Outcome& o)
 {
-    const std::string& s = o.sqlstate();
-    return o.connection_lost() || s.empty() || s.rfind("57P0", 0) == 0 || s.rfind("08", 0) == 0 || s == "25006";
+    return pqtest::is_connection_failure(o) || o.sqlstate() == "25006";
 }
 
 const char* const acquire_sql =
@@ -168,30 +167,25 @@ protected:
     // (Re)connects every 100 ms until it succeeds or the run stops.
     bool connect()
     {
-        bool first = true;
-        while (!stopping.load()) {
-            if (!first && !sleep_until(Clock::now() + retry_interval))
-                return false;
-            first = false;
-            conn_ = std::make_unique<Connection>(options_.conninfo + " application_name=ha-" + name_ +
-                                                 " connect_timeout=2 keepalives_idle=2 keepalives_interval=1"
-                                                 " keepalives_count=2");
-            if (conn_->ok() && conn_->execute("SET statement_timeout = '30s'").ok()) {
-                event(std::string(ever_connected_ ? "reconnected" : "connected") + " to port " +
-                      PQport(conn_->raw()));
-                ever_connected_ = true;
-                connected_at_ = Clock::now();
-                return true;
-            }
-            conn_.reset();
-        }
-        return false;
+        if (stopping.load())
+            return false;
+        auto conn = std::make_unique<Connection>(pqtest::connect_retrying(
+            options_.conninfo + " application_name=ha-" + name_ +
+                " connect_timeout=2 keepalives_idle=2 keepalives_interval=1 keepalives_count=2",
+            "SET statement_timeout = '30s'", [] { return sleep_until(Clock::now() + retry_interval); }));
+        if (!conn->ok())
+            return false;
+        conn_ = std::move(conn);
+        event(std::string(ever_connected_ ? "reconnected" : "connected") + " to port " + PQport(conn_->raw()));
+        ever_connected_ = true;
+        connected_at_ = Clock::now();
+        return true;
     }
 
     // Classifies a failed call; drops the connection when it is gone.
     void failed(const Outcome& o, const char* where)
     {
-        if (is_connection_failure(o)) {
+        if (must_reconnect(o)) {
             event(std::string("connection lost in ") + where + ": " + o.sqlstate() + " " + o.message());
             conn_.reset();
         } else {
