@@ -380,6 +380,16 @@ if setup_pair sync_primary sync_standby sync; then
         "" [ "$token" = "$seen" ]
     echo "job:applied|$token" >"$S/applied"
 
+    # A hot standby refuses every state change with 25006, never XX000, and
+    # still serves the fence's read.
+    for call in "lease.lease_heartbeat('job:applied', $token)" "lease.lease_release('job:applied', $token)" \
+        "lease.lease_acquire('job:applied', 'w')" "lease.lease_revoke('job:applied')" "lease.session_open('w')"; do
+        state=$(nsql sync_standby -c "\\set VERBOSITY sqlstate" -c "SELECT $call" 2>&1)
+        check "sync: on the hot standby, SELECT $call fails with 25006 ($state)" "" [ "$state" = "ERROR:  25006" ]
+    done
+    fence=$(nsql sync_standby -c "SELECT lease.fenced_write('job:applied', $token)" 2>&1)
+    check "sync: on the hot standby, the fence passes the live token ($fence)" "" [ -z "$fence" ]
+
     # Stop the primary while four sessions are granting and writing.
     run_workload sync_primary "$S/run" 5000 sync background
     wait_until "$TIMEOUT" nsql_true sync_primary "SELECT count(*) >= 300 FROM work_log"
