@@ -232,12 +232,8 @@ report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is n
     "log_cnt before the grant: $log_cnt"
 
 # After every crash and restart, the tables and their indexes are intact.
-amcheck=$(sql -c "CREATE EXTENSION IF NOT EXISTS amcheck" \
-    -c "SELECT count(*) FROM verify_heapam('lease.leases')" -c "SELECT count(*) FROM verify_heapam('lease.history')" \
-    -c "SELECT count(bt_index_check(indexrelid, true)) FROM pg_catalog.pg_index
-         WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass, 'lease.sessions'::regclass)" 2>&1 | tr '\n' ' ')
-report "$([[ "$amcheck" =~ ^0\ 0\ [1-9][0-9]*\ $ ]] && echo 0 || echo 1)" \
-    "amcheck after the crashes: verify_heapam finds nothing in lease.leases and lease.history, bt_index_check(heapallindexed) passes every index ($amcheck)"
+lease_tables_intact
+report $? "amcheck after the crashes: verify_heapam finds nothing in lease.leases and lease.history, bt_index_check(heapallindexed) passes every index ($AMCHECK_VERDICT)"
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary crash

@@ -194,4 +194,8 @@ pool pool status fleet --json
 expect "after the fleet has shut down, pool status shows its 500 resources free" 0 \
     '{"pool":"fleet","resources":500,"held":0,"free":500,"owners":[]}'
 
+# After the kills and pauses, the tables and their indexes are intact.
+lease_tables_intact
+report $? "amcheck: verify_heapam and bt_index_check(heapallindexed) find nothing ($AMCHECK_VERDICT)"
+
 report_summary fleet
