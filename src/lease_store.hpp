@@ -5,6 +5,9 @@
 
 #include "postgres_headers.hpp"
 
+#include "lock_tags.hpp"
+#include "token_epochs.hpp"
+
 namespace lease {
 
 // SQLSTATE LF001: a write was fenced off because its token is not the current live grant.
@@ -13,24 +16,6 @@ constexpr int errcode_fence_rejected = MAKE_SQLSTATE('L', 'F', '0', '0', '1');
 constexpr int errcode_key_reused = MAKE_SQLSTATE('L', 'F', '0', '0', '2');
 // SQLSTATE LF003: a session call on a session that is closed or expired.
 constexpr int errcode_session_ended = MAKE_SQLSTATE('L', 'F', '0', '0', '3');
-
-// One heavyweight lock per (database, lease name), taken in ShareLock by every
-// fenced write, heartbeat and release and in ExclusiveLock by every grant and
-// revoke, each until the end of its transaction. Share does not conflict with
-// Share, so a holder's open fenced writes never block its own heartbeats.
-void set_fence_locktag(LOCKTAG* tag, const text* name);
-
-// The waiting line of a lease name: the waiter at its head holds it in
-// ExclusiveLock; the others queue behind it in arrival order.
-void set_queue_locktag(LOCKTAG* tag, const text* name);
-
-// A session bound to a connection: its backend holds this lock (session-level,
-// ExclusiveLock) for as long as the session may live.
-void set_bound_session_locktag(LOCKTAG* tag, int64 session);
-
-// Waiters for a lease of a bound session hold this lock (ShareLock) while
-// they sleep, so that the session's backend can find and wake them as it exits.
-void set_session_watch_locktag(LOCKTAG* tag, int64 session);
 
 // Whether the catalog is 1.2 or later (sessions, roles, history, counters);
 // until ALTER EXTENSION lease UPDATE, this library serves an older catalog as
@@ -194,21 +179,6 @@ Oid lease_tables_owner();
 enum class Counter { grants, denials, waits, takeovers, releases, revokes, fence_rejections, count };
 // Counts one event in lease.stats. A sequence: it counts what rolls back too.
 void count_event(Counter counter);
-
-// Makes every token this backend has drawn from lease.fencing_token_seq
-// survive a crash, even if the drawing transaction never commits: nextval
-// WAL-logs the sequence only every 32 values, and the record that covers a
-// token may belong to a transaction still open when the client sees the
-// token. Flushes WAL up to that record, which is usually flushed already.
-void make_tokens_durable();
-
-// Call before anything that draws a token. The first time an epoch -- this
-// installation of the extension on this server identity (system identifier,
-// WAL timeline) -- issues tokens, logs it in lease.token_epochs and, if any
-// other epoch is logged there, first leaps the sequence 2^32 past where it is:
-// after a promotion, a point-in-time recovery or a restore, the old epoch may
-// have issued tokens whose WAL never arrived here.
-void ensure_token_epoch();
 
 // Raises 25006 in a read-only transaction and on a standby: every function
 // that changes lease state calls it first, so that it fails as the SQL

@@ -1,0 +1,69 @@
+#include "lease_store.hpp"
+#include "row_writer.hpp"
+#include "store_spi.hpp"
+
+namespace lease {
+
+// history($1 at, $2 event, $3 name, $4 token, $5 owner, $6 session, $7 role),
+// for a lease.history with triggers or rules
+constexpr StoredQuery query_history = {
+    "INSERT INTO lease.history (at, event, name, token, owner, session, role)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    7,
+    {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, INT8OID, REGROLEOID}};
+
+// Every grant and release appends a history row, so the row goes straight into
+// the heap and its indexes (as change_lease_row changes a lease) instead of
+// through an INSERT statement, unless the table's shape asks for the
+// executor (open_for_direct_write).
+void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
+                   int64 session, Oid role)
+{
+    const Datum values[history_columns] = {TimestampTzGetDatum(at),   CStringGetTextDatum(event),
+                                           PointerGetDatum(name),     Int64GetDatum(token),
+                                           PointerGetDatum(owner),    Int64GetDatum(session),
+                                           ObjectIdGetDatum(role)};
+    const bool nulls[history_columns] = {false, false, name == nullptr, token == 0, owner == nullptr, session == 0,
+                                         !OidIsValid(role)};
+    const CallerIdentity caller = become_lease_owner();
+    const Relation history = open_for_direct_write(rel_history);
+    if (history == nullptr) {
+        become_caller(caller);
+        char sql_nulls[history_columns];
+        for (int c = 0; c < history_columns; ++c)
+            sql_nulls[c] = nulls[c] ? 'n' : ' ';
+        const CallerIdentity owner_connection = connect_as_lease_owner();
+        run(query_history, const_cast<Datum*>(values), sql_nulls, false);
+        finish_as_caller(owner_connection);
+        return;
+    }
+    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(history), &TTSOpsVirtual);
+    memcpy(row->tts_values, values, sizeof(values));
+    memcpy(row->tts_isnull, nulls, sizeof(nulls));
+    ExecStoreVirtualTuple(row);
+
+    simple_table_tuple_insert(history, row);
+    add_index_entries(history, row, nullptr, false);
+    ExecDropSingleTupleTableSlot(row);
+    table_close(history, NoLock);
+    become_caller(caller);
+}
+
+// prune_history($1 cutoff)
+constexpr StoredQuery query_prune_history = {
+    "DELETE FROM lease.history WHERE at OPERATOR(pg_catalog.<) $1",
+    1,
+    {TIMESTAMPTZOID}};
+
+int64 store_prune_history(TimestampTz cutoff)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prune_history, values, nullptr, false);
+    const int64 pruned = static_cast<int64>(SPI_processed);
+    finish_as_caller(caller);
+    return pruned;
+}
+
+}  // namespace lease

@@ -1,0 +1,428 @@
+#include "lease_store.hpp"
+#include "primary_key_scan.hpp"
+#include "row_writer.hpp"
+#include "store_relations.hpp"
+#include "store_spi.hpp"
+
+namespace lease {
+
+LeaseState read_latest(const text* name)
+{
+    // The fence runs once per fenced statement, so it reads the lease row
+    // through the primary key directly: starting an executor for a one-row
+    // lookup would cost several times the lookup. It runs as the caller, who
+    // needs SELECT on lease.leases as for any read.
+    const KeyScan scan = begin_key_scan(lease_relations().oids[rel_leases], "leases", leases_column_name, F_TEXTEQ,
+                                        PointerGetDatum(name));
+    LeaseState state = {};
+    const HeapTuple row = systable_getnext(scan.scan);
+    if (HeapTupleIsValid(row)) {
+        const TupleDesc desc = RelationGetDescr(scan.table);
+        bool isnull;
+        state.found = true;
+        state.version = row->t_self;
+        state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
+        state.owner = copy_text_attribute(row, leases_column_owner, desc);
+        state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
+        if (desc->natts >= leases_column_session) {
+            const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
+            state.role = isnull ? InvalidOid : DatumGetObjectId(role);
+            const Datum session = heap_getattr(row, leases_column_session, desc, &isnull);
+            state.session = isnull ? 0 : DatumGetInt64(session);
+        }
+    }
+    end_key_scan(scan);
+    return state;
+}
+
+namespace {
+
+// A grant: every column but the name, with a fresh token the first time it
+// is applied (a retry on a successor version keeps it).
+struct Grant {
+    const text* owner;
+    const Interval* ttl;
+    TimestampTz now;
+    TimestampTz expires_at;
+    Oid role;
+    int64 session;
+    int64 token;
+};
+
+RowVersion grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    Grant& grant = *static_cast<Grant*>(context);
+    if (grant.token == 0)
+        grant.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
+    ColumnChanges changes = column_changes(columns);
+    changes.set(leases_column_owner, PointerGetDatum(grant.owner));
+    changes.set(leases_column_token, Int64GetDatum(grant.token));
+    changes.set(leases_column_ttl, PointerGetDatum(grant.ttl));
+    changes.set(leases_column_acquired_at, TimestampTzGetDatum(grant.now));
+    changes.set(leases_column_renewed_at, TimestampTzGetDatum(grant.now));
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(grant.expires_at));
+    changes.set(leases_column_role, ObjectIdGetDatum(grant.role));
+    changes.set_value(leases_column_session, Int64GetDatum(grant.session), grant.session == 0);
+    return changes.applied_to(row, columns);
+}
+
+// A heartbeat: only while the row carries that grant, live, not a session's,
+// and the caller acts for the grant's role (else docs/reference.md's 42501,
+// which the caller raises after rereading the lease).
+struct Renewal {
+    int64 token;
+    TimestampTz now;
+    const TimestampTz* explicit_expires_at;
+    Oid caller_role;
+    bool caller_is_admin;
+};
+
+RowVersion renew_grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    const Renewal& renewal = *static_cast<const Renewal*>(context);
+    bool isnull;
+    const int64 token = DatumGetInt64(heap_getattr(row, leases_column_token, columns, &isnull));
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
+    bool free;
+    (void) heap_getattr(row, leases_column_owner, columns, &free);
+    bool plain;
+    (void) heap_getattr(row, leases_column_session, columns, &plain);
+    bool no_role;
+    const Oid role = DatumGetObjectId(heap_getattr(row, leases_column_role, columns, &no_role));
+    if (token != renewal.token || free || expires_at <= renewal.now || !plain)
+        return RowVersion{nullptr, nullptr};
+    if (!no_role && role != renewal.caller_role && !renewal.caller_is_admin &&
+        !has_privs_of_role(renewal.caller_role, role))
+        return RowVersion{nullptr, nullptr};
+    const Datum ttl = heap_getattr(row, leases_column_ttl, columns, &isnull);
+    ColumnChanges changes = column_changes(columns);
+    changes.set(leases_column_renewed_at, TimestampTzGetDatum(renewal.now));
+    changes.set(leases_column_expires_at,
+                renewal.explicit_expires_at != nullptr
+                    ? TimestampTzGetDatum(*renewal.explicit_expires_at)
+                    : DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(renewal.now), ttl));
+    return changes.applied_to(row, columns);
+}
+
+// The end of a grant (release, or an expiry once reported): only while the
+// row still carries that grant.
+struct GrantEnd {
+    int64 token;
+    TimestampTz now;
+};
+
+RowVersion end_grant_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    const GrantEnd& end = *static_cast<const GrantEnd*>(context);
+    bool isnull;
+    const int64 token = DatumGetInt64(heap_getattr(row, leases_column_token, columns, &isnull));
+    (void) heap_getattr(row, leases_column_owner, columns, &isnull);
+    if (token != end.token || isnull)
+        return RowVersion{nullptr, nullptr};
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
+    ColumnChanges changes = column_changes(columns);
+    changes.set_null(leases_column_owner);
+    changes.set_null(leases_column_session);
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(expires_at < end.now ? expires_at : end.now));
+    return changes.applied_to(row, columns);
+}
+
+// The outcome of a direct change of a lease row.
+enum class DirectChange { changed, declined, through_sql };
+
+// Applies change to name's lease row directly, as the owner of lease.leases,
+// when the table's shape allows it (open_for_direct_write); through_sql when
+// the caller must run the equivalent SQL statement instead.
+DirectChange change_directly(const text* name, const ItemPointerData& version_read, LeaseRowChange change,
+                             void* context)
+{
+    if (!catalog_has_sessions())
+        return DirectChange::through_sql;
+    const CallerIdentity caller = become_lease_owner();
+    const Relation leases = open_for_direct_write(rel_leases);
+    DirectChange outcome = DirectChange::through_sql;
+    if (leases != nullptr) {
+        outcome = change_lease_row(leases, name, version_read, change, context) ? DirectChange::changed
+                                                                                : DirectChange::declined;
+        table_close(leases, NoLock);
+    }
+    become_caller(caller);
+    return outcome;
+}
+
+}  // namespace
+
+// Queries named *_v11 serve a catalog not yet updated to 1.2 (no role or
+// session columns).
+
+// A grant runs with the fence lock held in ExclusiveLock after reading
+// the lease and deciding it may be granted, so no heartbeat, release or
+// revoke of this lease is in flight (they need the fence lock too).
+
+// grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at, $6 role, $7 session),
+// for a lease.leases with triggers or rules (change_lease_row otherwise)
+constexpr StoredQuery query_grant = {
+    "UPDATE lease.leases"
+    "   SET owner = $2,"
+    "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5, role = $6, session = $7"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    " RETURNING token",
+    7,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}};
+// grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at), on a 1.1 catalog
+constexpr StoredQuery query_grant_v11 = {
+    "UPDATE lease.leases"
+    "   SET owner = $2,"
+    "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "       ttl = $3, acquired_at = $4, renewed_at = $4, expires_at = $5"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    " RETURNING token",
+    5,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+
+// create(as grant): a new name; nothing when the lease exists.
+constexpr StoredQuery query_create = {
+    "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
+    " SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "        $3, $4, $4, $5, $6, $7"
+    "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)"
+    " RETURNING token",
+    7,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}};
+constexpr StoredQuery query_create_v11 = {
+    "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at)"
+    " SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "        $3, $4, $4, $5"
+    "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)"
+    " RETURNING token",
+    5,
+    {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+
+int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
+                  TimestampTz now, TimestampTz expires_at, Oid role, int64 session)
+{
+    const bool sessions = catalog_has_sessions();
+    Grant grant = {owner, ttl, now, expires_at, role, session, 0};
+    const DirectChange direct = change_directly(name, version_read, grant_row, &grant);
+    if (direct == DirectChange::changed)
+        return grant.token;
+    const bool directly = direct == DirectChange::declined;  // no row yet: insert it
+    Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
+                       PointerGetDatum(ttl),         TimestampTzGetDatum(now),
+                       TimestampTzGetDatum(expires_at), ObjectIdGetDatum(role),
+                       Int64GetDatum(session)};
+    const char nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', session != 0 ? ' ' : 'n'};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    if (!directly)
+        run(sessions ? query_grant : query_grant_v11, values, nulls, false);
+    if (directly || SPI_processed == 0)
+        run(sessions ? query_create : query_create_v11, values, nulls, false);
+    if (SPI_processed != 1)
+        elog(ERROR, "lease: the grant of lease \"%s\" wrote no row", text_to_cstring(name));
+    const int64 token = first_int8();
+    finish_as_caller(caller);
+    return token;
+}
+
+// heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL,
+// $5 caller's role, $6 caller is admin), for a lease.leases with triggers
+// or rules: the role test is what makes a heartbeat by another
+// application fail; it is true at once for the grant's own role.
+constexpr StoredQuery query_heartbeat = {
+    "UPDATE lease.leases"
+    "   SET renewed_at = $3,"
+    "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    "   AND token OPERATOR(pg_catalog.=) $2"
+    "   AND owner IS NOT NULL"
+    "   AND expires_at OPERATOR(pg_catalog.>) $3"
+    "   AND session IS NULL"
+    "   AND (role IS NULL OR role OPERATOR(pg_catalog.=) $5 OR $6"
+    "        OR pg_catalog.pg_has_role($5::pg_catalog.oid, role::pg_catalog.oid, 'USAGE'))",
+    6,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, BOOLOID}};
+// heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL), on a
+// 1.1 catalog
+constexpr StoredQuery query_heartbeat_v11 = {
+    "UPDATE lease.leases"
+    "   SET renewed_at = $3,"
+    "       expires_at = COALESCE($4, $3 OPERATOR(pg_catalog.+) ttl)"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    "   AND token OPERATOR(pg_catalog.=) $2"
+    "   AND owner IS NOT NULL"
+    "   AND expires_at OPERATOR(pg_catalog.>) $3",
+    4,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+
+bool store_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at, Oid role,
+                     bool admin)
+{
+    const bool sessions = catalog_has_sessions();
+    Renewal renewal = {token, now, explicit_expires_at, role, admin};
+    const ItemPointerData look_up = {};
+    const DirectChange direct = change_directly(name, look_up, renew_grant_row, &renewal);
+    if (direct != DirectChange::through_sql)
+        return direct == DirectChange::changed;
+    Datum values[6] = {PointerGetDatum(name),
+                       Int64GetDatum(token),
+                       TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0),
+                       ObjectIdGetDatum(role),
+                       BoolGetDatum(admin)};
+    const char nulls[6] = {' ', ' ', ' ', explicit_expires_at ? ' ' : 'n', ' ', ' '};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(sessions ? query_heartbeat : query_heartbeat_v11, values, nulls, false);
+    const bool extended = SPI_processed == 1;
+    finish_as_caller(caller);
+    return extended;
+}
+
+// release($1 name, $2 token, $3 now), also the report of an ended grant
+// (expire), for a lease.leases with triggers or rules: the caller has
+// checked the grant; this guards against a release or revoke that
+// committed since.
+constexpr StoredQuery query_release = {
+    "UPDATE lease.leases"
+    "   SET owner = NULL, expires_at = LEAST(expires_at, $3), session = NULL"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    "   AND token OPERATOR(pg_catalog.=) $2"
+    "   AND owner IS NOT NULL",
+    3,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
+// release($1 name, $2 token, $3 now), on a 1.1 catalog.
+constexpr StoredQuery query_release_v11 = {
+    "UPDATE lease.leases"
+    "   SET owner = NULL, expires_at = $3"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    "   AND token OPERATOR(pg_catalog.=) $2"
+    "   AND owner IS NOT NULL"
+    "   AND expires_at OPERATOR(pg_catalog.>) $3",
+    3,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
+
+namespace {
+
+bool end_grant(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
+{
+    const bool sessions = catalog_has_sessions();
+    GrantEnd end = {token, now};
+    const DirectChange direct = change_directly(name, version_read, end_grant_row, &end);
+    if (direct != DirectChange::through_sql)
+        return direct == DirectChange::changed;
+    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), TimestampTzGetDatum(now)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(sessions ? query_release : query_release_v11, values, nullptr, false);
+    const bool changed = SPI_processed == 1;
+    finish_as_caller(caller);
+    return changed;
+}
+
+}  // namespace
+
+bool store_release(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
+{
+    return end_grant(name, version_read, token, now);
+}
+
+bool store_expire(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
+{
+    return end_grant(name, version_read, token, now);
+}
+
+// revoke($1 name, $2 now)
+constexpr StoredQuery query_revoke = {
+    "UPDATE lease.leases"
+    "   SET owner = NULL,"
+    "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "       expires_at = LEAST(expires_at, $2), session = NULL"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    " RETURNING token",
+    2,
+    {TEXTOID, TIMESTAMPTZOID}};
+constexpr StoredQuery query_revoke_v11 = {
+    "UPDATE lease.leases"
+    "   SET owner = NULL,"
+    "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "       expires_at = LEAST(expires_at, $2)"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    " RETURNING token",
+    2,
+    {TEXTOID, TIMESTAMPTZOID}};
+
+bool store_revoke(const text* name, TimestampTz now, int64* token)
+{
+    Datum values[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
+    bool found = false;
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(catalog_has_sessions() ? query_revoke : query_revoke_v11, values, nullptr, false);
+    if (SPI_processed == 1) {
+        *token = first_int8();
+        found = true;
+    }
+    finish_as_caller(caller);
+    return found;
+}
+
+// prune($1 cutoff): leases free or expired since cutoff (no later than
+// now). A session lease's own expires_at is 'infinity' until it is freed.
+constexpr StoredQuery query_prune = {
+    "DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
+    1,
+    {TIMESTAMPTZOID}};
+
+// prune_sessions($1 cutoff): sessions closed or expired since cutoff
+// that no lease refers to any more, and their pool claims.
+constexpr StoredQuery query_prune_sessions = {
+    "WITH ended AS ("
+    "  DELETE FROM lease.sessions AS s"
+    "   WHERE (s.closed_at OPERATOR(pg_catalog.<=) $1 OR s.expires_at OPERATOR(pg_catalog.<=) $1)"
+    "     AND NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.session OPERATOR(pg_catalog.=) s.id)"
+    "  RETURNING s.id)"
+    " DELETE FROM lease.pool_claimers AS c USING ended WHERE c.session OPERATOR(pg_catalog.=) ended.id",
+    1,
+    {TIMESTAMPTZOID}};
+
+int64 store_prune(TimestampTz cutoff)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_prune, values, nullptr, false);
+    const int64 pruned = static_cast<int64>(SPI_processed);
+    if (catalog_has_sessions())
+        run(query_prune_sessions, values, nullptr, false);
+    finish_as_caller(caller);
+    return pruned;
+}
+
+// expiry_candidates($1 now)
+constexpr StoredQuery query_expiry_candidates = {
+    "SELECT l.name FROM lease.leases AS l"
+    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session"
+    " WHERE l.owner IS NOT NULL"
+    "   AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.<=) $1"
+    "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
+    "                 OR s.bound_pid IS NOT NULL END"
+    " LIMIT 1000",
+    1,
+    {TIMESTAMPTZOID}};
+
+text** store_expiry_candidates(TimestampTz now, int* count)
+{
+    Datum values[1] = {TimestampTzGetDatum(now)};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_expiry_candidates, values, nullptr, true);
+    *count = static_cast<int>(SPI_processed);
+    text** names = static_cast<text**>(SPI_palloc(sizeof(text*) * (*count + 1)));
+    for (int i = 0; i < *count; ++i)
+        names[i] = result_text(i, 1);
+    finish_as_caller(caller);
+    return names;
+}
+
+}  // namespace lease

@@ -1,0 +1,29 @@
+// The heavyweight locks that order changes of lease state. PostgreSQL-facing.
+#pragma once
+
+#include "postgres_headers.hpp"
+
+namespace lease {
+
+// One heavyweight lock per (database, lease name), taken in ShareLock by every
+// fenced write, heartbeat and release and in ExclusiveLock by every grant and
+// revoke, each until the end of its transaction. Share does not conflict with
+// Share, so a holder's open fenced writes never block its own heartbeats.
+void set_fence_locktag(LOCKTAG* tag, const text* name);
+
+// The waiting line of a lease name: the waiter at its head holds it in
+// ExclusiveLock; the others queue behind it in arrival order.
+void set_queue_locktag(LOCKTAG* tag, const text* name);
+
+// A session bound to a connection: its backend holds this lock (session-level,
+// ExclusiveLock) for as long as the session may live.
+void set_bound_session_locktag(LOCKTAG* tag, int64 session);
+
+// Waiters for a lease of a bound session hold this lock (ShareLock) while
+// they sleep, so that the session's backend can find and wake them as it exits.
+void set_session_watch_locktag(LOCKTAG* tag, int64 session);
+
+// One lock per database, held only while a new token epoch leaps the sequence.
+void set_token_epoch_locktag(LOCKTAG* tag);
+
+}  // namespace lease

@@ -1,0 +1,213 @@
+#include "row_writer.hpp"
+
+namespace lease {
+
+namespace {
+
+// The shape a table of the extension has when its script created it: what
+// the direct writer may assume of it.
+struct ColumnShape {
+    const char* name;
+    Oid type;
+    bool not_null;
+};
+
+constexpr ColumnShape leases_shape[] = {
+    {"name", TEXTOID, true},          {"owner", TEXTOID, false},         {"token", INT8OID, true},
+    {"ttl", INTERVALOID, true},       {"acquired_at", TIMESTAMPTZOID, true}, {"renewed_at", TIMESTAMPTZOID, true},
+    {"expires_at", TIMESTAMPTZOID, true}, {"role", REGROLEOID, false},   {"session", INT8OID, false}};
+constexpr ColumnShape history_shape[] = {
+    {"at", TIMESTAMPTZOID, true}, {"event", TEXTOID, true}, {"name", TEXTOID, false}, {"token", INT8OID, false},
+    {"owner", TEXTOID, false},    {"session", INT8OID, false}, {"role", REGROLEOID, false}};
+static_assert(lengthof(history_shape) == history_columns);
+
+// Whether the extension's direct writer behaves on table exactly as the SQL
+// statement it replaces would: the table has the columns its script gave it
+// (lease.leases may have more: an update keeps their values; an insert would
+// have to compute their defaults), no CHECK constraint, no NOT NULL that the
+// script did not declare, no stored generated column, no trigger and no rule.
+// Anything else a DBA adds is honoured by taking the SQL path, where the
+// executor enforces it. Indexes of any kind, publications and replica
+// identity are honoured on the direct path too (add_index_entries,
+// open_for_direct_write).
+bool shape_allows_direct_writes(Relation table, const ColumnShape* shape, int shape_columns, bool columns_may_be_added)
+{
+    if (table->trigdesc != nullptr || table->rd_rules != nullptr || table->rd_rel->relkind != RELKIND_RELATION)
+        return false;
+    const TupleDesc columns = RelationGetDescr(table);
+    const TupleConstr* constraints = columns->constr;
+    if (constraints != nullptr && (constraints->num_check > 0 || constraints->has_generated_stored))
+        return false;
+    if (columns->natts < shape_columns || (columns->natts > shape_columns && !columns_may_be_added))
+        return false;
+    for (int c = 0; c < shape_columns; ++c) {
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        if (column->attisdropped || column->atttypid != shape[c].type || column->attnotnull != shape[c].not_null ||
+            strcmp(NameStr(column->attname), shape[c].name) != 0)
+            return false;
+    }
+    for (int c = shape_columns; c < columns->natts; ++c) {
+        // A column added later may be dropped later: a dropped column is no
+        // column. But an identity column would need its sequence on insert.
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        if (!column->attisdropped && column->attidentity != '\0')
+            return false;
+    }
+    return true;
+}
+
+// The next version of the row version at tid, when that is still the latest
+// version of name's row (nothing has updated it since it was read) and change
+// applies to it; a null tuple otherwise, and the caller looks the row up.
+RowVersion change_version_read(Relation leases, const text* name, ItemPointerData tid, LeaseRowChange change,
+                               void* context)
+{
+    HeapTupleData row;
+    row.t_self = tid;
+    Buffer buffer;
+    RowVersion next_version = {nullptr, nullptr};
+    if (heap_fetch(leases, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
+        const TupleDesc columns = RelationGetDescr(leases);
+        bool isnull;
+        const Datum row_name = heap_getattr(&row, leases_column_name, columns, &isnull);
+        if (DatumGetBool(DirectFunctionCall2Coll(texteq, TupleDescAttr(columns, leases_column_name - 1)->attcollation,
+                                                 row_name, PointerGetDatum(name))))
+            next_version = change(&row, columns, context);
+    }
+    if (BufferIsValid(buffer))
+        ReleaseBuffer(buffer);
+    return next_version;
+}
+
+// Raises what UPDATE raises under REPEATABLE READ and SERIALIZABLE when the
+// row it would change was changed by a transaction this one cannot see.
+[[noreturn]] void report_serialization_failure(TM_Result result)
+{
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg(result == TM_Deleted ? "could not serialize access due to concurrent delete"
+                                                : "could not serialize access due to concurrent update")));
+    pg_unreachable();
+}
+
+}  // namespace
+
+Relation open_for_direct_write(Relation_ which)
+{
+    if (sql_path_forced())
+        return nullptr;
+    const Relation table = table_open(lease_relations().oids[which], RowExclusiveLock);
+    const DirectWrites decision = direct_writes(which);
+    if (decision == DirectWrites::undecided) {
+        const bool allowed = which == rel_leases
+                                 ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
+                                 : shape_allows_direct_writes(table, history_shape, lengthof(history_shape), false);
+        // table_open() may have processed invalidations that forgot the
+        // relations (and so the decision) before it was made: it stands
+        // until the next one.
+        record_direct_writes(which, allowed);
+        if (!allowed) {
+            table_close(table, NoLock);  // the lock stays: the SQL statement takes it again
+            return nullptr;
+        }
+    } else if (decision == DirectWrites::refused) {
+        table_close(table, NoLock);
+        return nullptr;
+    }
+    // What the executor checks before any write: a read-only transaction or
+    // a standby (25006), and a publication the table's replica identity or
+    // row filter cannot serve (55000, 42P10).
+    PreventCommandIfReadOnly(which == rel_leases ? "UPDATE" : "INSERT");
+    CheckCmdReplicaIdentity(table, which == rel_leases ? CMD_UPDATE : CMD_INSERT);
+    return table;
+}
+
+void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
+{
+    EState* const estate = CreateExecutorState();
+    RangeTblEntry* const target_entry = makeNode(RangeTblEntry);
+    target_entry->rtekind = RTE_RELATION;
+    target_entry->relid = RelationGetRelid(table);
+    target_entry->relkind = table->rd_rel->relkind;
+    target_entry->rellockmode = RowExclusiveLock;
+    target_entry->updatedCols = updated_columns;
+    ExecInitRangeTable(estate, list_make1(target_entry));
+    ResultRelInfo* const target = makeNode(ResultRelInfo);
+    InitResultRelInfo(target, table, 1, nullptr, 0);
+    ExecOpenIndices(target, false);
+    (void) ExecInsertIndexTuples(target, slot, estate, update, false, nullptr, NIL);
+    ExecCloseIndices(target);
+    FreeExecutorState(estate);
+}
+
+bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
+                      void* context)
+{
+    const TupleDesc columns = RelationGetDescr(leases);
+    // The snapshot an UPDATE's row must be visible to under REPEATABLE READ
+    // and SERIALIZABLE (ri_triggers.c's crosscheck): lease state is decided on
+    // the latest committed version, and a version this transaction could not
+    // see is a conflict.
+    const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
+    bool changed = false;
+    for (bool look_up = !ItemPointerIsValid(&version_read);; look_up = true) {
+        ItemPointerData version = version_read;
+        RowVersion next_version = {nullptr, nullptr};
+        if (!look_up) {
+            next_version = change_version_read(leases, name, version_read, change, context);
+            if (next_version.tuple == nullptr)
+                continue;
+        } else {
+            const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
+            if (!OidIsValid(primary_key))
+                elog(ERROR, "lease: lease.leases has no primary key");
+            ScanKeyData key;
+            ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
+                                   TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
+                                   PointerGetDatum(name));
+            const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+            const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+            const HeapTuple row = systable_getnext(scan);
+            if (HeapTupleIsValid(row))
+                next_version = change(row, columns, context);
+            if (next_version.tuple != nullptr)
+                version = row->t_self;
+            systable_endscan(scan);
+            UnregisterSnapshot(snapshot);
+            if (next_version.tuple == nullptr)
+                break;
+        }
+
+        TupleTableSlot* const slot = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
+        ExecStoreHeapTuple(next_version.tuple, slot, true);
+        TM_FailureData failure;
+        LockTupleMode lock_mode;
+        bool update_indexes;
+        const TM_Result result = table_tuple_update(leases, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
+                                                    crosscheck, true, &failure, &lock_mode, &update_indexes);
+        if (result == TM_Ok && update_indexes)
+            add_index_entries(leases, slot, next_version.updated_columns, true);
+        ExecDropSingleTupleTableSlot(slot);
+        if (result == TM_Ok) {
+            changed = true;
+            break;
+        }
+        // Anything but a concurrent change that committed (waited for above)
+        // means this transaction changed the row in the same command.
+        if (result != TM_Updated && result != TM_Deleted)
+            elog(ERROR, "lease: the row of lease \"%s\" was changed twice in one command", text_to_cstring(name));
+        if (IsolationUsesXactSnapshot())
+            report_serialization_failure(result);
+    }
+    if (changed)
+        CommandCounterIncrement();
+    return changed;
+}
+
+ColumnChanges column_changes(TupleDesc columns)
+{
+    return ColumnChanges{static_cast<Datum*>(palloc0(sizeof(Datum) * columns->natts)),
+                         static_cast<bool*>(palloc0(sizeof(bool) * columns->natts)),
+                         static_cast<bool*>(palloc0(sizeof(bool) * columns->natts)), nullptr};
+}
+
+}  // namespace lease

@@ -1,0 +1,95 @@
+// The direct row writer: changes of lease.leases and inserts into
+// lease.history written straight into the heap and its indexes, as the SQL
+// statements they replace would write them, without an executor. Internal to
+// the store (lease_store.hpp is its interface). PostgreSQL-facing.
+#pragma once
+
+#include "store_relations.hpp"
+
+namespace lease {
+
+// Columns of lease.leases, as the extension scripts create them.
+constexpr AttrNumber leases_column_name = 1;
+constexpr AttrNumber leases_column_owner = 2;
+constexpr AttrNumber leases_column_token = 3;
+constexpr AttrNumber leases_column_ttl = 4;
+constexpr AttrNumber leases_column_acquired_at = 5;
+constexpr AttrNumber leases_column_renewed_at = 6;
+constexpr AttrNumber leases_column_expires_at = 7;
+constexpr AttrNumber leases_column_role = 8;
+constexpr AttrNumber leases_column_session = 9;
+
+// How many columns lease.history has, as the extension scripts create it: a
+// direct insert sets them all.
+constexpr int history_columns = 7;
+
+// Opens one of the extension's tables for a direct write and returns it, or
+// nullptr when the write must go through SQL (lease.force_sql_path, or a
+// table whose shape the direct writer cannot honour). The decision is made
+// once per relation cache entry: any DDL on the table invalidates it, and
+// forget_relations() then forgets the decision with the OIDs.
+Relation open_for_direct_write(Relation_ which);
+
+// Adds the index entries of a row version just written to table (the row is
+// in slot, which knows its TID), as the executor does after a heap write. For
+// an update, updated_columns (attribute numbers offset by
+// FirstLowInvalidHeapAttributeNumber, as a statement's) are the columns it
+// set: an index none of whose columns it set gets the "unchanged" hint, which
+// lets a btree delete the versions it supersedes bottom-up instead of
+// splitting a page.
+void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update);
+
+// A row version a change makes, and the columns it sets (as
+// add_index_entries takes them).
+struct RowVersion {
+    HeapTuple tuple;
+    Bitmapset* updated_columns;
+};
+
+// How a lease row changes: its next version, or a null tuple when the change
+// does not apply to it (as an UPDATE's WHERE clause, rechecked on the version
+// that a concurrent transaction left, like EvalPlanQual does).
+using LeaseRowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* context);
+
+// Applies change to the lease row of name, as an UPDATE statement run as the
+// table's owner would, but without an executor: grants and releases are the
+// hot path, and starting an executor costs several times the row change
+// itself (docs/performance.md). leases is open_for_direct_write()'s. Starts
+// from the version read_latest found (version_read) when it is still the
+// latest, else looks the row up. Under READ COMMITTED, a version that a
+// transaction in flight is changing is waited for, then the change is applied
+// to its successor; under REPEATABLE READ and SERIALIZABLE, a version this
+// transaction's snapshot does not see, or one changed concurrently, raises
+// 40001, as the UPDATE would. Returns whether a row was changed; false when
+// there is no row or change declines it. Like any statement, makes the change
+// visible to what follows.
+bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
+                      void* context);
+
+// The columns a change of a lease row sets; the others -- a DBA's added
+// columns included -- keep their values. One slot per column the table has
+// now, which may be more than the extension created.
+struct ColumnChanges {
+    Datum* values;
+    bool* nulls;
+    bool* replace;
+    Bitmapset* updated_columns;
+
+    void set(AttrNumber column, Datum value) { set_value(column, value, false); }
+    void set_null(AttrNumber column) { set_value(column, static_cast<Datum>(0), true); }
+    void set_value(AttrNumber column, Datum value, bool null)
+    {
+        values[column - 1] = value;
+        nulls[column - 1] = null;
+        replace[column - 1] = true;
+        updated_columns = bms_add_member(updated_columns, column - FirstLowInvalidHeapAttributeNumber);
+    }
+    RowVersion applied_to(HeapTuple row, TupleDesc columns)
+    {
+        return RowVersion{heap_modify_tuple(row, columns, values, nulls, replace), updated_columns};
+    }
+};
+
+ColumnChanges column_changes(TupleDesc columns);
+
+}  // namespace lease

@@ -1,0 +1,52 @@
+// The lease store's cache of the extension's relations, and of whether each
+// table it writes may be written directly. Internal to the store
+// (lease_store.hpp is its interface). PostgreSQL-facing.
+#pragma once
+
+#include "lease_store.hpp"
+
+namespace lease {
+
+// The extension's relations, looked up by name once per backend rather than
+// on every call, and forgotten when any of them is invalidated (dropped,
+// altered, re-owned) or the relation cache is reset. Relations of later
+// versions are missing until ALTER EXTENSION lease UPDATE (token_epochs until
+// 1.1, the rest until 1.2), so they are looked for until found: this library
+// keeps serving an older catalog until it is updated.
+enum Relation_ {
+    rel_leases,
+    rel_token_sequence,
+    rel_token_epochs,
+    rel_token_epoch_mark,
+    rel_sessions,
+    rel_prefix_rules,
+    rel_history,
+    rel_stat_grants,  // the counters, in the order of Counter
+    rel_count = rel_stat_grants + static_cast<int>(Counter::count)
+};
+
+// Whether open_for_direct_write() may write a table directly; decided on
+// first use after each invalidation of the table's relation cache entry.
+enum class DirectWrites : char { undecided, allowed, refused };
+
+struct LeaseRelations {
+    Oid oids[rel_count];
+    Oid leases_owner;
+    bool complete;
+    DirectWrites direct[2];  // lease.leases, lease.history
+};
+
+const LeaseRelations& lease_relations();
+
+// Whether lease.force_sql_path is on.
+bool sql_path_forced();
+
+// The decision on direct writes of which (lease.leases or lease.history),
+// as last recorded.
+DirectWrites direct_writes(Relation_ which);
+void record_direct_writes(Relation_ which, bool allowed);
+
+// From initialize_lease_store: defines lease.force_sql_path.
+void define_force_sql_path();
+
+}  // namespace lease

@@ -1,0 +1,58 @@
+// How the lease store runs its fixed queries: through SPI, as the owner of
+// lease.leases, from plans prepared once per backend. Internal to the store
+// (lease_store.hpp is its interface). PostgreSQL-facing.
+#pragma once
+
+#include "postgres_headers.hpp"
+
+namespace lease {
+
+// One fixed query, defined as a constexpr object next to the store that runs
+// it; run() prepares its plan on first use and finds it again by the object's
+// address. Every name is schema-qualified and every operator is pg_catalog's,
+// so no caller's search_path can redirect these queries.
+struct StoredQuery {
+    const char* sql;
+    int nargs;
+    Oid argtypes[8];
+};
+
+// Runs one query inside an open SPI connection. Under REPEATABLE READ and
+// SERIALIZABLE the transaction snapshot may predate the latest grant, so lease
+// state is always read and changed through a fresh snapshot (as ri_triggers.c
+// does for referential checks); a row to change that the transaction snapshot
+// does not see, or that a transaction in flight changes, then makes the
+// statement fail with 40001, as any update conflict does at those levels.
+int run(const StoredQuery& query, Datum* values, const char* nulls, bool read_only, bool force_latest = false);
+
+Datum result_value(uint64 row, int column, bool* isnull);
+int64 first_int8();
+
+// A detoasted copy of a varlena result in the caller's memory context, so
+// that it outlives SPI_finish (a result may be compressed or stored out of
+// line: detoasting it in SPI's own context would leave a dangling copy).
+Datum result_copy(SPITupleTable* table, uint64 row, int column, bool* isnull);
+text* result_text(uint64 row, int column);
+Jsonb* result_jsonb(SPITupleTable* table, uint64 row, int column);
+
+// The lease functions run as their caller; only their own fixed queries on
+// lease state run as the owner of lease.leases, the way ri_triggers.c runs
+// its checks as the referenced table's owner. So no function needs SECURITY
+// DEFINER (and its per-call search_path switch), and nothing the caller
+// passes in is evaluated with the owner's rights. An error on the way restores
+// the caller's identity with the (sub)transaction abort.
+struct CallerIdentity {
+    Oid user;
+    int security_context;
+    MemoryContext memory;  // the caller's caller_memory, restored at finish
+};
+
+// Runs what follows as the owner of lease.leases: a direct write, or the
+// queries of an SPI connection (connect_as_lease_owner).
+CallerIdentity become_lease_owner();
+void become_caller(const CallerIdentity& caller);
+
+CallerIdentity connect_as_lease_owner();
+void finish_as_caller(const CallerIdentity& caller);
+
+}  // namespace lease

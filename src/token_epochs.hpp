@@ -1,0 +1,27 @@
+// Token epochs: the fencing tokens of every server identity and timeline stay
+// above those an earlier one may have issued. PostgreSQL-facing.
+#pragma once
+
+#include "postgres_headers.hpp"
+
+namespace lease {
+
+// Makes every token this backend has drawn from lease.fencing_token_seq
+// survive a crash, even if the drawing transaction never commits: nextval
+// WAL-logs the sequence only every 32 values, and the record that covers a
+// token may belong to a transaction still open when the client sees the
+// token. Flushes WAL up to that record, which is usually flushed already.
+void make_tokens_durable();
+
+// Call before anything that draws a token. The first time an epoch -- this
+// installation of the extension on this server identity (system identifier,
+// WAL timeline) -- issues tokens, logs it in lease.token_epochs and, if any
+// other epoch is logged there, first leaps the sequence 2^32 past where it is:
+// after a promotion, a point-in-time recovery or a restore, the old epoch may
+// have issued tokens whose WAL never arrived here.
+void ensure_token_epoch();
+
+// From initialize_lease_store: hooks transaction ends, for the epoch memo.
+void register_token_epoch_callbacks();
+
+}  // namespace lease
