@@ -73,8 +73,10 @@ $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard cli/*.hp
 
 # libpq clients the test suites and benchmarks build and run: the chaos
 # harness, the fuzzer (also under test/sanitize/run.sh), the fleet workers,
-# the high-availability test's client and the handover benchmark (bench/waits).
-TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet test/ha/ha_client bench/handover
+# the high-availability test's client, the handover benchmark (bench/waits)
+# and the direct-against-SQL differential test.
+TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet test/ha/ha_client bench/handover \
+	test/differential/differential
 TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra $(WERROR) -isystem $(libpq_srcdir)
 EXTRA_CLEAN += $(TEST_PROGRAMS)
 $(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp

@@ -1,0 +1,417 @@
+// test/differential/differential.cpp: the direct writes against the SQL path
+// (docs/reference.md, "How changes are written").
+//
+// One seeded random workload runs step by step against two databases of one
+// cluster: lease_direct, and lease_sql, where every change of lease state goes
+// through SQL statements (ALTER DATABASE ... SET lease.force_sql_path = on).
+// Each step is one statement on one of three connections per database (two
+// as a superuser, one as an application role), sent to the same connection of
+// both: transactions at every isolation level, read-only ones, every
+// state-changing call, fenced writes, DBA changes to lease.leases (CHECK and
+// NOT NULL constraints, added and dropped columns, a stored generated column,
+// a unique index, a publication without a replica identity) and killed
+// backends. A statement that would wait for another connection's transaction
+// ends with lock_timeout (55P03) on both sides, so every step's outcome is
+// decided by the steps before it. The outcome of each step -- its value, or
+// its SQLSTATE -- must be the same on both databases; at the end, so must the
+// tables, and amcheck must find both intact.
+//
+// Usage: differential [--setup] [--seed N] [--steps N]
+// It runs on past --steps (up to four times as many) until the workload has
+// reached every outcome it compares (compared_outcomes).
+// Connection settings come from the libpq environment; PGDATABASE is ignored.
+// Prints TAP lines and "differential: N passed, N failed".
+
+#include "../common/pq.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using pqtest::Connection;
+using pqtest::Outcome;
+using pqtest::Param;
+
+namespace {
+
+constexpr int connections_per_side = 3;
+constexpr const char* app_role = "differential_app";
+const std::vector<std::string> names = {"job:a", "job:b", "job:c", "other"};
+const std::vector<std::string> owners = {"w1", "w2", "forbidden"};
+
+// What the workload must reach for equal outcomes to prove something: it runs
+// on past --steps (up to four times as many) until it has.
+constexpr const char* compared_outcomes[] = {"ERROR 25006", "ERROR 40001", "ERROR 55P03", "ERROR 23514",
+                                             "ERROR 23502", "ERROR 23505", "ERROR 55000", "ERROR 42501",
+                                             "acquire ok",  "heartbeat ok", "release ok",  "kill"};
+
+bool reached_all(const std::map<std::string, int>& outcomes_seen)
+{
+    for (const char* wanted : compared_outcomes)
+        if (outcomes_seen.count(wanted) == 0)
+            return false;
+    return true;
+}
+
+struct Options {
+    bool setup = false;
+    unsigned seed = std::random_device{}();
+    int steps = 3000;
+};
+
+// One statement of the workload and what it is about.
+struct Step {
+    int connection;
+    std::string sql;
+    std::vector<Param> params;
+    std::string kind;
+};
+
+std::string outcome_text(const Outcome& o)
+{
+    if (o.connection_lost())
+        return "connection lost";
+    if (!o.ok())
+        return "ERROR " + o.sqlstate();
+    std::string text;
+    for (int r = 0; r < o.rows(); ++r)
+        for (int c = 0; c < o.columns(); ++c)
+            text += (text.empty() ? "" : ",") + (o.is_null(r, c) ? std::string("NULL") : o.value(r, c));
+    return text.empty() ? o.command_status() : text;
+}
+
+class Side {
+public:
+    explicit Side(std::string database) : database_(std::move(database))
+    {
+        for (int c = 0; c < connections_per_side; ++c)
+            connect(c);
+    }
+
+    void connect(int c)
+    {
+        const std::string conninfo = "dbname=" + database_ + " application_name=differential-" + std::to_string(c);
+        std::string setup = "SET lock_timeout = '100ms'; SET statement_timeout = '10s'";
+        if (c == connections_per_side - 1)
+            setup += std::string("; SET ROLE ") + app_role;
+        if (connections_.size() <= static_cast<std::size_t>(c))
+            connections_.emplace_back(new Connection(conninfo, setup));
+        else
+            connections_[c].reset(new Connection(conninfo, setup));
+        if (!connections_[c]->ok()) {
+            std::cerr << database_ << ": " << connections_[c]->error() << "\n";
+            std::exit(2);
+        }
+    }
+
+    Outcome run(const Step& step)
+    {
+        Connection& conn = *connections_[step.connection];
+        return step.params.empty() ? conn.execute(step.sql) : conn.execute(step.sql, step.params);
+    }
+
+    // Ends connection c's backend from the outside, as a crash of its client's
+    // server process would, and connects again.
+    void kill(int c)
+    {
+        Connection control("dbname=" + database_);
+        pqtest::must(control, "SELECT pg_catalog.pg_terminate_backend($1::int, 5000)",
+                     {std::to_string(connections_[c]->backend_pid())});
+        connect(c);
+    }
+
+    const std::string& database() const { return database_; }
+
+private:
+    std::string database_;
+    std::vector<std::unique_ptr<Connection>> connections_;
+};
+
+class Workload {
+public:
+    explicit Workload(unsigned seed) : random_(seed) {}
+
+    Step next()
+    {
+        const int c = pick(connections_per_side);
+        Step step{c, "", {}, ""};
+        const int roll = pick(100);
+        // Short transactions: a long one holds the fence locks of what it
+        // changed, and the others' calls would mostly meet lock_timeout.
+        if (in_transaction_[c] && pick(4) == 0) {
+            step.sql = pick(3) == 0 ? "ROLLBACK" : "COMMIT";
+            in_transaction_[c] = false;
+            step.kind = "transaction";
+        } else if (roll < 15 && !in_transaction_[c]) {
+            static const char* levels[] = {"READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"};
+            // The snapshot is taken at once, so that the others' changes
+            // from here on are ones it does not see.
+            step.sql = std::string("BEGIN ISOLATION LEVEL ") + levels[pick(3)] + (pick(5) == 0 ? " READ ONLY" : "") +
+                       "; SELECT count(*) FROM lease.leases";
+            in_transaction_[c] = true;
+            step.kind = "transaction";
+        } else if (roll < 12) {
+            step.sql = "SELECT count(*) FROM lease.leases";
+            step.kind = "snapshot";
+        } else if (roll < 30) {
+            step.sql = "SELECT lease.lease_acquire($1::text, $2::text, '1 hour')";
+            step.params = {name(), owner()};
+            step.kind = "acquire";
+        } else if (roll < 45) {
+            const std::string n = name();
+            step.sql = pick(2) == 0 ? "SELECT lease.lease_heartbeat($1::text, $2::bigint)"
+                                    : "SELECT lease.lease_heartbeat($1::text, $2::bigint, '2 hours')";
+            step.params = {n, token(n)};
+            step.kind = "heartbeat";
+        } else if (roll < 57) {
+            const std::string n = name();
+            step.sql = "SELECT lease.lease_release($1::text, $2::bigint)";
+            step.params = {n, token(n)};
+            step.kind = "release";
+        } else if (roll < 62) {
+            step.sql = "SELECT lease.lease_revoke($1::text)";
+            step.params = {name()};
+            step.kind = "revoke";
+        } else if (roll < 70) {
+            const std::string n = name();
+            step.sql = "SELECT lease.fenced_write($1::text, $2::bigint)";
+            step.params = {n, token(n)};
+            step.kind = "fenced_write";
+        } else if (roll < 73) {
+            step.sql = "SELECT lease.session_open($1::text, '1 hour')";
+            step.params = {owner()};
+            step.kind = "session";
+        } else if (roll < 78) {
+            step.sql = "SELECT lease.session_acquire($1::bigint, $2::text)";
+            step.params = {session(), name()};
+            step.kind = "session";
+        } else if (roll < 80) {
+            step.sql = "SELECT lease.session_keepalive($1::bigint)";
+            step.params = {session()};
+            step.kind = "session";
+        } else if (roll < 82) {
+            step.sql = "SELECT lease.session_close($1::bigint)";
+            step.params = {session()};
+            step.kind = "session";
+        } else if (roll < 84) {
+            step.sql = "SELECT lease.expire_due()";
+            step.kind = "expire_due";
+        } else if (roll < 97) {
+            static const char* changes[] = {
+                "ALTER TABLE lease.leases ADD CONSTRAINT no_forbidden CHECK (owner <> 'forbidden') NOT VALID",
+                "ALTER TABLE lease.leases DROP CONSTRAINT IF EXISTS no_forbidden",
+                "ALTER TABLE lease.leases ADD COLUMN IF NOT EXISTS note text NOT NULL DEFAULT 'dba'",
+                "ALTER TABLE lease.leases DROP COLUMN IF EXISTS note",
+                "ALTER TABLE lease.leases ADD COLUMN IF NOT EXISTS held boolean GENERATED ALWAYS AS (owner IS NOT NULL) STORED",
+                "ALTER TABLE lease.leases DROP COLUMN IF EXISTS held",
+                "CREATE UNIQUE INDEX IF NOT EXISTS one_lease_per_owner ON lease.leases (owner)",
+                "DROP INDEX IF EXISTS lease.one_lease_per_owner",
+                "ALTER TABLE lease.leases ALTER COLUMN session SET NOT NULL",
+                "ALTER TABLE lease.leases ALTER COLUMN session DROP NOT NULL",
+                "ALTER TABLE lease.leases REPLICA IDENTITY NOTHING",
+                "ALTER TABLE lease.leases REPLICA IDENTITY DEFAULT",
+                "CREATE PUBLICATION leases_out FOR TABLE lease.leases",
+                "DROP PUBLICATION IF EXISTS leases_out",
+            };
+            step.sql = changes[pick(sizeof changes / sizeof changes[0])];
+            step.kind = "ddl";
+        } else if (roll < 99) {
+            step.sql = "KILL";
+            in_transaction_[c] = false;
+            step.kind = "kill";
+        } else {
+            step.sql = "SELECT lease.prune('0')";
+            step.kind = "prune";
+        }
+        return step;
+    }
+
+    // What a step returned on the direct side: tokens and session ids for
+    // the steps after it.
+    void learn(const Step& step, const Outcome& o)
+    {
+        if (!o.ok() && o.connection_lost())
+            in_transaction_[step.connection] = false;
+        if (!o.ok() || o.rows() != 1 || o.is_null(0, 0))
+            return;
+        if (step.kind == "acquire" || step.kind == "revoke" ||
+            (step.kind == "session" && step.sql.find("session_acquire") != std::string::npos))
+            tokens_[step.kind == "session" ? *step.params[1] : *step.params[0]].push_back(o.value(0, 0));
+        if (step.sql.find("session_open") != std::string::npos)
+            sessions_.push_back(o.value(0, 0));
+    }
+
+private:
+    int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(random_); }
+    // Half the calls go to one name, so that transactions meet each other's
+    // changes of it.
+    std::string name() { return pick(2) == 0 ? names[0] : names[pick(static_cast<int>(names.size()))]; }
+    std::string owner() { return owners[pick(static_cast<int>(owners.size()))]; }
+    std::string token(const std::string& n)
+    {
+        const std::vector<std::string>& seen = tokens_[n];
+        if (seen.empty() || pick(10) == 0)
+            return std::to_string(1 + pick(50));
+        // Mostly the latest token of the name, sometimes an older one.
+        return pick(4) == 0 ? seen[pick(static_cast<int>(seen.size()))] : seen.back();
+    }
+    std::string session() { return sessions_.empty() || pick(10) == 0 ? "999" : sessions_[pick(static_cast<int>(sessions_.size()))]; }
+
+    std::mt19937 random_;
+    bool in_transaction_[connections_per_side] = {};
+    std::map<std::string, std::vector<std::string>> tokens_;
+    std::vector<std::string> sessions_;
+};
+
+// The lease state of a database, as text that must be equal on both sides.
+std::string final_state(const std::string& database)
+{
+    Connection conn("dbname=" + database);
+    return pqtest::scalar(
+        conn,
+        "SELECT concat_ws(E'\\n',"
+        "  (SELECT string_agg(concat_ws('|', name, owner, token, role, session, expires_at > now()), ';' ORDER BY name)"
+        "     FROM lease.leases),"
+        "  (SELECT string_agg(concat_ws('|', id, owner, closed_at IS NULL), ';' ORDER BY id) FROM lease.sessions),"
+        "  (SELECT string_agg(concat_ws('|', event, name, token, owner, session), ';' ORDER BY name, token, event, owner)"
+        "     FROM lease.history),"
+        "  (SELECT last_value FROM lease.fencing_token_seq))");
+}
+
+std::string amcheck(const std::string& database)
+{
+    Connection conn("dbname=" + database);
+    pqtest::must(conn, "CREATE EXTENSION IF NOT EXISTS amcheck");
+    return pqtest::scalar(
+        conn,
+        "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
+        "                      (SELECT count(*) FROM verify_heapam('lease.history')),"
+        "                      (SELECT count(bt_index_check(indexrelid, true)) FROM pg_catalog.pg_index"
+        "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass)))");
+}
+
+void setup(const std::string& role_check)
+{
+    Connection admin("dbname=postgres");
+    for (const char* database : {"lease_direct", "lease_sql"}) {
+        pqtest::must(admin, std::string("DROP DATABASE IF EXISTS ") + database + " WITH (FORCE)");
+        pqtest::must(admin, std::string("CREATE DATABASE ") + database);
+    }
+    pqtest::must(admin, "ALTER DATABASE lease_sql SET lease.force_sql_path = on");
+    if (pqtest::scalar(admin, role_check) == "f")
+        pqtest::must(admin, std::string("CREATE ROLE ") + app_role);
+    for (const char* database : {"lease_direct", "lease_sql"}) {
+        Connection conn(std::string("dbname=") + database);
+        pqtest::must(conn, "CREATE EXTENSION lease");
+        pqtest::must(conn, std::string("GRANT USAGE ON SCHEMA lease TO ") + app_role);
+        // Published from the start, as with logical replication to a
+        // replica: every write checks the replica identity.
+        pqtest::must(conn, "CREATE PUBLICATION leases_out FOR TABLE lease.leases");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    Options options;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--setup")
+            options.setup = true;
+        else if (arg == "--seed" && i + 1 < argc)
+            options.seed = static_cast<unsigned>(std::stoul(argv[++i]));
+        else if (arg == "--steps" && i + 1 < argc)
+            options.steps = std::stoi(argv[++i]);
+        else {
+            std::cerr << "usage: differential [--setup] [--seed N] [--steps N]\n";
+            return 2;
+        }
+    }
+    std::cout << "# differential: seed " << options.seed << ", " << options.steps
+              << " steps (replay with --seed " << options.seed << ")\n";
+    if (options.setup)
+        setup(std::string("SELECT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '") + app_role + "')");
+
+    Side direct("lease_direct"), sql("lease_sql");
+    Workload workload(options.seed);
+    std::map<std::string, int> outcomes_seen;
+    std::vector<std::string> differences;
+    int steps_run = 0;
+    for (; (steps_run < options.steps || (!reached_all(outcomes_seen) && steps_run < 4 * options.steps)) &&
+           differences.size() < 5;
+         ++steps_run) {
+        const Step step = workload.next();
+        if (step.sql == "KILL") {
+            direct.kill(step.connection);
+            sql.kill(step.connection);
+            ++outcomes_seen["kill"];
+            continue;
+        }
+        const Outcome on_direct = direct.run(step);
+        const Outcome on_sql = sql.run(step);
+        const std::string a = outcome_text(on_direct), b = outcome_text(on_sql);
+        ++outcomes_seen[on_direct.ok() ? step.kind + " ok" : "ERROR " + on_direct.sqlstate()];
+        if (a != b) {
+            std::string params;
+            for (const Param& p : step.params)
+                params += " " + p.value_or("NULL");
+            differences.push_back("step " + std::to_string(steps_run) + ", connection " +
+                                  std::to_string(step.connection) + ": " + step.sql + " [" + params +
+                                  " ]: direct " + a + ", sql " + b);
+        }
+        workload.learn(step, on_direct);
+    }
+
+    std::cout << "# outcomes on the direct path:";
+    for (const auto& [outcome, count] : outcomes_seen)
+        std::cout << " " << outcome << " x" << count << ";";
+    std::cout << "\n";
+
+    int passed = 0, failed = 0, n = 0;
+    auto check = [&](bool ok, const std::string& what, const std::string& diagnostic) {
+        ++n;
+        (ok ? passed : failed) += 1;
+        std::cout << (ok ? "ok " : "not ok ") << n << " - " << what << "\n";
+        if (!ok)
+            std::cout << "#   " << diagnostic << "\n";
+    };
+
+    std::string difference_text;
+    for (const std::string& d : differences)
+        difference_text += d + "\n#   ";
+    check(differences.empty(),
+          "every one of " + std::to_string(steps_run) + " steps gave the same value or SQLSTATE on both paths",
+          difference_text);
+
+    // The workload reached what it is there to compare: without these, equal
+    // outcomes would prove little.
+    std::string reached, missing;
+    for (const char* wanted : compared_outcomes) {
+        const auto found = outcomes_seen.find(wanted);
+        if (found == outcomes_seen.end())
+            missing += std::string(" ") + wanted;
+        else
+            reached += std::string(" ") + wanted + " x" + std::to_string(found->second);
+    }
+    check(missing.empty(), "the workload reached every outcome it compares:" + reached, "never reached:" + missing);
+
+    for (int c = 0; c < connections_per_side; ++c) {
+        direct.kill(c);
+        sql.kill(c);
+    }
+    const std::string state_direct = final_state("lease_direct"), state_sql = final_state("lease_sql");
+    check(state_direct == state_sql, "the leases, sessions, history and token sequence end equal on both paths",
+          "direct:\n" + state_direct + "\nsql:\n" + state_sql);
+    const std::string check_direct = amcheck("lease_direct"), check_sql = amcheck("lease_sql");
+    check(check_direct.rfind("0 0 ", 0) == 0 && check_sql.rfind("0 0 ", 0) == 0,
+          "amcheck finds both databases intact (direct " + check_direct + ", sql " + check_sql + ")", "");
+
+    std::cout << "differential: " << passed << " passed, " << failed << " failed\n";
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test/differential/run.sh [differential options...]: the direct writes against
+# the SQL path (docs/reference.md, "How changes are written"). Builds
+# test/differential/differential.cpp (C++17, libpq), starts a throwaway cluster
+# of its own (port LEASE_TEST_PORT, default 54391) and runs one seeded random
+# workload step by step on a database written directly and one written through
+# SQL (lease.force_sql_path). Replay a run with --seed N (or DIFFERENTIAL_SEED);
+# more steps: --steps N.
+#
+# Prints TAP-style lines and "differential: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54391}
+SEED_ARGS=()
+[ -n "${DIFFERENTIAL_SEED:-}" ] && SEED_ARGS=(--seed "$DIFFERENTIAL_SEED")
+
+echo "# building the differential test"
+if ! make -s test/differential/differential PG_CONFIG="$PGBIN/pg_config"; then
+    echo "differential: 0 passed, 1 failed"
+    exit 1
+fi
+
+cluster_start || { echo "differential: 0 passed, 1 failed"; exit 1; }
+
+test/differential/differential --setup "${SEED_ARGS[@]}" "$@"
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "# server log (tail):"
+    tail -n 30 "$CLUSTER_DIR/server.log" | sed 's/^/#   /'
+fi
+exit $rc
