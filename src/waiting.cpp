@@ -79,8 +79,13 @@ void wake_lock_holders(const LOCKTAG* tag)
     // This runs after commit, where an ERROR would be a PANIC. The only error
     // GetLockConflicts() can raise is running out of memory for its result,
     // before it takes any lock, so catching it leaves nothing half done; the
-    // waiters then wake at the holder's old expiry instead of now.
+    // waiters then wake at the holder's old expiry instead of now. An ERROR
+    // zeroes the interrupt holdoff counts on its way here (elog.c leaves
+    // restoring them to a handler that needs them): CommitTransaction holds
+    // interrupts around this callback and releases them after it.
     const MemoryContext caller_context = CurrentMemoryContext;
+    const uint32 interrupt_holdoff = InterruptHoldoffCount;
+    const uint32 cancel_holdoff = QueryCancelHoldoffCount;
     PG_TRY();
     {
         VirtualTransactionId* const holders = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
@@ -95,6 +100,8 @@ void wake_lock_holders(const LOCKTAG* tag)
     {
         MemoryContextSwitchTo(caller_context);
         FlushErrorState();
+        InterruptHoldoffCount = interrupt_holdoff;
+        QueryCancelHoldoffCount = cancel_holdoff;
     }
     PG_END_TRY();
 }
