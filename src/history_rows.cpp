@@ -5,7 +5,7 @@
 namespace lease {
 
 // history($1 at, $2 event, $3 name, $4 token, $5 owner, $6 session, $7 role),
-// for a lease.history with triggers or rules
+// for a lease.history the direct writer leaves to SQL (open_for_direct_write)
 constexpr StoredQuery query_history = {
     "INSERT INTO lease.history (at, event, name, token, owner, session, role)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7)",

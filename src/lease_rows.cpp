@@ -160,7 +160,7 @@ DirectChange change_directly(const text* name, const ItemPointerData& version_re
 // revoke of this lease is in flight (they need the fence lock too).
 
 // grant($1 name, $2 owner, $3 ttl, $4 now, $5 expires_at, $6 role, $7 session),
-// for a lease.leases with triggers or rules (change_lease_row otherwise)
+// for a lease.leases the direct writer leaves to SQL (open_for_direct_write)
 constexpr StoredQuery query_grant = {
     "UPDATE lease.leases"
     "   SET owner = $2,"
@@ -227,8 +227,8 @@ int64 store_grant(const text* name, const ItemPointerData& version_read, const t
 }
 
 // heartbeat($1 name, $2 token, $3 now, $4 explicit expires_at or NULL,
-// $5 caller's role, $6 caller is admin), for a lease.leases with triggers
-// or rules: the role test is what makes a heartbeat by another
+// $5 caller's role, $6 caller is admin), for a lease.leases the direct
+// writer leaves to SQL: the role test is what makes a heartbeat by another
 // application fail; it is true at once for the grant's own role.
 constexpr StoredQuery query_heartbeat = {
     "UPDATE lease.leases"
@@ -281,7 +281,7 @@ bool store_heartbeat(const text* name, int64 token, TimestampTz now, const Times
 }
 
 // release($1 name, $2 token, $3 now), also the report of an ended grant
-// (expire), for a lease.leases with triggers or rules: the caller has
+// (expire), for a lease.leases the direct writer leaves to SQL: the caller has
 // checked the grant; this guards against a release or revoke that
 // committed since.
 constexpr StoredQuery query_release = {
