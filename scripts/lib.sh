@@ -112,6 +112,24 @@ private_pg_tree() {
     echo "$bin"
 }
 
+# build_private_tree COMMIT DIR: builds the extension (not pg_lease) at
+# COMMIT, from `git archive` in DIR/src, installs it into DIR/root and prints
+# the bin directory of a private PostgreSQL tree whose server loads that
+# build (private_pg_tree); the system's install is not touched. The build's
+# output goes to DIR/build.log.
+build_private_tree() {
+    local commit=$1 dir=$2
+    # "-o" tells make to take pg_lease (the command-line tool, three quarters
+    # of the build time) as made and installed.
+    local no_cli=(-o pg_lease -o install-pg_lease)
+    mkdir -p "$dir/src"
+    {
+        git archive "$commit" | tar -x -C "$dir/src" &&
+            make -C "$dir/src" -s -j"$(nproc)" "${no_cli[@]}" PG_CONFIG="$PGBIN/pg_config" &&
+            make -C "$dir/src" -s "${no_cli[@]}" install PG_CONFIG="$PGBIN/pg_config" DESTDIR="$dir/root"
+    } >"$dir/build.log" 2>&1 && private_pg_tree "$dir/root" 2>>"$dir/build.log"
+}
+
 # wait_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds
 # (returns 0) or SECONDS have passed (returns 1).
 wait_until() {
