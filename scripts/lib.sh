@@ -3,7 +3,10 @@
 # shellcheck shell=bash
 
 PG_MAJOR=15
-PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+# LEASE_PGBIN: the bin directory of a private tree (private_pg_tree) whose
+# server loads another build of the extension, for running one suite against
+# a work-in-progress build without installing it over the system's.
+PGBIN=${LEASE_PGBIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -81,7 +84,8 @@ cluster_destroy_dir() {
 # private_pg_tree ROOT: ROOT holds a build of the extension installed with
 # "make install DESTDIR=ROOT"; this makes it a PostgreSQL tree whose server
 # loads that build instead of the system's, without touching the system's
-# install: copies of postgres, initdb and pg_ctl in ROOT's bin directory, and
+# install: copies of postgres, initdb and pg_ctl in ROOT's bin directory (the
+# other programs as symlinks), and
 # symlinks to every other file of the system's lib and share directories
 # except the system's lease.so, lease.control and lease--*.sql. PostgreSQL
 # finds $libdir and its share directory relative to its own executable (with
@@ -96,6 +100,11 @@ private_pg_tree() {
     fi
     mkdir -p "$bin" || return 1
     cp "$system/bin/postgres" "$system/bin/initdb" "$system/bin/pg_ctl" "$bin"/ || return 1
+    # The client programs (psql, pg_config, pg_basebackup, ...) as symlinks:
+    # they find the system's directories through them.
+    for f in "$system/bin"/*; do
+        [ -e "$bin/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$bin/"
+    done
     for f in "$system/lib"/*; do
         [ "${f##*/}" = lease.so ] || [ -e "$lib/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$lib/"
     done
