@@ -103,7 +103,7 @@ private_pg_tree() {
     # The client programs (psql, pg_config, pg_basebackup, ...) as symlinks:
     # they find the system's directories through them.
     for f in "$system/bin"/*; do
-        [ -e "$bin/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$bin/"
+        [ -e "$bin/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$bin/${f##*/}"
     done
     for f in "$system/lib"/*; do
         [ "${f##*/}" = lease.so ] || [ -e "$lib/${f##*/}" ] || ln -s "$(readlink -f "$f")" "$lib/"
