@@ -7,10 +7,12 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "grants.hpp"
+#include "holders.hpp"
 #include "idempotency.hpp"
 #include "lease_store.hpp"
 #include "pools.hpp"
 #include "sessions.hpp"
+#include "waiter_registry.hpp"
 #include "waiting.hpp"
 
 namespace {
@@ -168,8 +170,13 @@ Datum heartbeat(FunctionCallInfo fcinfo)
     }
     // Not extended: a live grant of another role is 42501, and a session
     // lease, which lives by its session's keepalive, answers whether it is live.
+    const lease::LeaseState lease = lease::read_latest(name);
+    if (lease::may_have_holders(lease) && lease::catalog_has_holders())
+        PG_RETURN_BOOL(keep_share_lock_if(
+            lease::heartbeat_holder(name, token, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr),
+            &tag));
     bool session_lease;
-    const bool live = callers_live_grant(name, lease::read_latest(name), token, now, &session_lease);
+    const bool live = callers_live_grant(name, lease, token, now, &session_lease);
     PG_RETURN_BOOL(keep_share_lock_if(live && session_lease, &tag));
 }
 
@@ -182,6 +189,8 @@ Datum release(FunctionCallInfo fcinfo)
     lease::forget_passed_fence_checks();
     const TimestampTz now = GetCurrentTimestamp();
     const lease::LeaseState lease = lease::read_latest(name);
+    if (lease::may_have_holders(lease) && lease::catalog_has_holders())
+        PG_RETURN_BOOL(keep_share_lock_if(lease::release_holder(name, token, now), &tag));
     bool session_lease;
     if (!callers_live_grant(name, lease, token, now, &session_lease) || !lease::store_release(name, lease.version, token, now))
         PG_RETURN_BOOL(keep_share_lock_if(false, &tag));
@@ -213,6 +222,8 @@ Datum revoke(FunctionCallInfo fcinfo)
     const bool live = lease::grant_live(lease, now, &expiry, &bound_session);
     if (lease.owner != nullptr && !live)
         lease::record_event(lease::Event::expired, name, lease.token, lease.owner, lease.session, lease.role);
+    if (lease::may_have_holders(lease) && lease::catalog_has_holders())
+        lease::revoke_holders(name, now);
     int64 token;
     if (!lease::store_revoke(name, now, &token))
         PG_RETURN_NULL();
@@ -300,7 +311,7 @@ Datum expire_due(FunctionCallInfo)
             lease::forget_pool_holder(names[i]);
         ++reported;
     }
-    PG_RETURN_INT32(reported);
+    PG_RETURN_INT32(reported + lease::expire_holders(now));
 }
 
 Datum session_open(FunctionCallInfo fcinfo)
@@ -366,10 +377,24 @@ Datum session_close(FunctionCallInfo fcinfo)
                                 state.role);
         lease::wake_waiters_at_commit(released[i].name);
     }
+    const int holders = lease::end_session_holders(session, was_live, state.owner, state.role, now);
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
-    PG_RETURN_INT32(was_live ? count : 0);
+    PG_RETURN_INT32(was_live ? count + holders : 0);
+}
+
+// A request under a live session that the caller acts for; the name is
+// checked against the prefix rules by the caller.
+lease::GrantRequest session_request(int64 session, const text* name)
+{
+    const lease::SessionState state = lease::read_session(session);
+    if (!lease::session_live(session, state, GetCurrentTimestamp()))
+        ereport(ERROR, (errcode(lease::errcode_session_ended),
+                        errmsg("session %lld is closed or expired", static_cast<long long>(session))));
+    lease::require_acting_for_session(state.role, session);
+    const std::optional<std::int64_t> ttl = lease::interval_microseconds(state.ttl->month, state.ttl->day, state.ttl->time);
+    return lease::GrantRequest{name, state.owner, state.ttl, ttl.value_or(0), session};
 }
 
 Datum session_acquire(FunctionCallInfo fcinfo)
@@ -378,18 +403,193 @@ Datum session_acquire(FunctionCallInfo fcinfo)
     const int64 session = session_arg(fcinfo, 0);
     const text* name = lease::identifier_arg(fcinfo, 1, "lease name");
     const int64 wait = wait_arg(fcinfo, 2);
-    const lease::SessionState state = lease::read_session(session);
-    if (!lease::session_live(session, state, GetCurrentTimestamp()))
-        ereport(ERROR, (errcode(lease::errcode_session_ended),
-                        errmsg("session %lld is closed or expired", static_cast<long long>(session))));
-    lease::require_acting_for_session(state.role, session);
+    const lease::GrantRequest request = session_request(session, name);
     lease::check_prefix_rules(name);
-    const std::optional<std::int64_t> ttl = lease::interval_microseconds(state.ttl->month, state.ttl->day, state.ttl->time);
-    const lease::GrantRequest request = {name, state.owner, state.ttl, ttl.value_or(0), session};
     int64 token;
     if (!lease::acquire_lease(request, wait, false, &token))
         PG_RETURN_NULL();
     PG_RETURN_INT64(token);
+}
+
+// permits: 1-10,000 (22004 when NULL, 22023 otherwise).
+int32 permits_arg(FunctionCallInfo fcinfo, int argno)
+{
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("permits must not be NULL")));
+    const int32 permits = PG_GETARG_INT32(argno);
+    if (permits < 1 || permits > 10000)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("permits must be between 1 and 10000"),
+                        errdetail("permits was %d.", permits)));
+    return permits;
+}
+
+Datum holder_token_result(FunctionCallInfo fcinfo, bool granted, int64 token)
+{
+    if (!granted)
+        PG_RETURN_NULL();
+    PG_RETURN_INT64(token);
+}
+
+// lease.semaphore_acquire(name, owner, permits, ttl, wait)
+Datum semaphore_acquire(FunctionCallInfo fcinfo)
+{
+    lease::GrantRequest request;
+    request.name = lease::identifier_arg(fcinfo, 0, "lease name");
+    request.owner = lease::identifier_arg(fcinfo, 1, "owner");
+    const int32 permits = permits_arg(fcinfo, 2);
+    request.ttl_microseconds = lease::ttl_microseconds(lease::interval_arg(fcinfo, 3, "ttl", false));
+    request.ttl = lease::duration_interval(request.ttl_microseconds);
+    request.session = 0;
+    const int64 wait = wait_arg(fcinfo, 4);
+    (void) lease::expiry_after(GetCurrentTimestamp(), request.ttl_microseconds);
+    lease::check_prefix_rules(request.name);
+    int64 token;
+    const bool granted = lease::acquire_holder(request, lease::HolderMode::semaphore, permits, wait, &token);
+    return holder_token_result(fcinfo, granted, token);
+}
+
+// lease.lease_acquire_shared(name, owner, ttl, wait)
+Datum acquire_shared(FunctionCallInfo fcinfo)
+{
+    const LeaseRequestArguments arguments = acquire_arguments(fcinfo);
+    lease::check_prefix_rules(arguments.request.name);
+    int64 token;
+    const bool granted = lease::acquire_holder(arguments.request, lease::HolderMode::shared, 0, arguments.wait, &token);
+    return holder_token_result(fcinfo, granted, token);
+}
+
+Datum session_acquire_shared(FunctionCallInfo fcinfo)
+{
+    const int64 session = session_arg(fcinfo, 0);
+    const text* name = lease::identifier_arg(fcinfo, 1, "lease name");
+    const int64 wait = wait_arg(fcinfo, 2);
+    lease::require_holders_catalog("lease.session_acquire_shared");
+    const lease::GrantRequest request = session_request(session, name);
+    lease::check_prefix_rules(name);
+    int64 token;
+    const bool granted = lease::acquire_holder(request, lease::HolderMode::shared, 0, wait, &token);
+    return holder_token_result(fcinfo, granted, token);
+}
+
+Datum session_semaphore_acquire(FunctionCallInfo fcinfo)
+{
+    const int64 session = session_arg(fcinfo, 0);
+    const text* name = lease::identifier_arg(fcinfo, 1, "lease name");
+    const int32 permits = permits_arg(fcinfo, 2);
+    const int64 wait = wait_arg(fcinfo, 3);
+    lease::require_holders_catalog("lease.session_semaphore_acquire");
+    const lease::GrantRequest request = session_request(session, name);
+    lease::check_prefix_rules(name);
+    int64 token;
+    const bool granted = lease::acquire_holder(request, lease::HolderMode::semaphore, permits, wait, &token);
+    return holder_token_result(fcinfo, granted, token);
+}
+
+// The names of lease_acquire_all: 1-1,000 valid, distinct names (22004 for
+// NULL elements, 22023 otherwise).
+const text** names_arg(FunctionCallInfo fcinfo, int argno, int* count)
+{
+    if (PG_ARGISNULL(argno))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("names must not be NULL")));
+    ArrayType* array = PG_GETARG_ARRAYTYPE_P(argno);
+    if (ARR_NDIM(array) > 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("names must be a one-dimensional array")));
+    Datum* elements;
+    bool* nulls;
+    deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, count);
+    if (*count < 1 || *count > 1000)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("names must hold 1 to 1000 names"),
+                        errdetail("It holds %d.", *count)));
+    const text** names = static_cast<const text**>(palloc(sizeof(text*) * (*count)));
+    for (int i = 0; i < *count; ++i) {
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("names must not contain NULL"),
+                            errdetail("Element %d is NULL.", i + 1)));
+        names[i] = DatumGetTextPP(elements[i]);
+        lease::require_identifier("lease name", VARSIZE_ANY_EXHDR(names[i]));
+    }
+    return names;
+}
+
+Datum tokens_result(const int64* tokens, int count)
+{
+    Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * count));
+    for (int i = 0; i < count; ++i)
+        elements[i] = Int64GetDatum(tokens[i]);
+    PG_RETURN_ARRAYTYPE_P(construct_array(elements, count, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+Datum acquire_all_for(FunctionCallInfo fcinfo, const text** names, int count, const lease::GrantRequest& model,
+                      int64 wait)
+{
+    lease::GrantRequest* requests = static_cast<lease::GrantRequest*>(palloc(sizeof(lease::GrantRequest) * count));
+    for (int i = 0; i < count; ++i) {
+        requests[i] = model;
+        requests[i].name = names[i];
+        lease::check_prefix_rules(names[i]);
+    }
+    int64* tokens = static_cast<int64*>(palloc0(sizeof(int64) * count));
+    if (!lease::acquire_all(requests, count, wait, tokens))
+        PG_RETURN_NULL();
+    return tokens_result(tokens, count);
+}
+
+// lease.lease_acquire_all(names, owner, ttl, wait)
+Datum acquire_all(FunctionCallInfo fcinfo)
+{
+    int count;
+    const text** names = names_arg(fcinfo, 0, &count);
+    lease::GrantRequest model;
+    model.name = nullptr;
+    model.owner = lease::identifier_arg(fcinfo, 1, "owner");
+    model.ttl_microseconds = lease::ttl_microseconds(lease::interval_arg(fcinfo, 2, "ttl", false));
+    model.ttl = lease::duration_interval(model.ttl_microseconds);
+    model.session = 0;
+    const int64 wait = wait_arg(fcinfo, 3);
+    (void) lease::expiry_after(GetCurrentTimestamp(), model.ttl_microseconds);
+    return acquire_all_for(fcinfo, names, count, model, wait);
+}
+
+Datum session_acquire_all(FunctionCallInfo fcinfo)
+{
+    const int64 session = session_arg(fcinfo, 0);
+    int count;
+    const text** names = names_arg(fcinfo, 1, &count);
+    const int64 wait = wait_arg(fcinfo, 2);
+    const lease::GrantRequest model = session_request(session, nullptr);
+    return acquire_all_for(fcinfo, names, count, model, wait);
+}
+
+// lease.lease_set_value(name, token, value)
+Datum set_value(FunctionCallInfo fcinfo)
+{
+    const text* name = lease::identifier_arg(fcinfo, 0, "lease name");
+    const int64 token = lease::token_arg(fcinfo, 1);
+    if (PG_ARGISNULL(2))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("value must not be NULL")));
+    Jsonb* value = PG_GETARG_JSONB_P(2);
+    lease::require_holders_catalog("lease.lease_set_value");
+    // The limit of a notification's payload, which carries it.
+    constexpr int max_value_bytes = 8000;
+    StringInfoData rendered;
+    initStringInfo(&rendered);
+    (void) JsonbToCString(&rendered, &value->root, VARSIZE(value));
+    if (rendered.len > max_value_bytes)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("value must be at most %d bytes as text", max_value_bytes),
+                        errdetail("It is %d bytes.", rendered.len)));
+    pfree(rendered.data);
+    PG_RETURN_BOOL(lease::set_value(name, token, value));
+}
+
+Datum leader(FunctionCallInfo fcinfo)
+{
+    return lease::leader_rows(fcinfo);
+}
+
+Datum waiting(FunctionCallInfo fcinfo)
+{
+    return lease::waiter_registry_rows(fcinfo);
 }
 
 // lease.allow / lease.disallow: not granted to PUBLIC. Every backend reloads
@@ -479,6 +679,15 @@ LEASE_WRITING_ENTRY(lease_idempotency_complete, lease::idempotency_complete, "le
 LEASE_WRITING_ENTRY(lease_idempotency_fail, lease::idempotency_fail, "lease.idempotency_fail()")
 LEASE_WRITING_ENTRY(lease_prune_idempotency, lease::prune_idempotency, "lease.prune_idempotency()")
 LEASE_WRITING_ENTRY(lease_disallow, disallow, "lease.disallow()")
+LEASE_WRITING_ENTRY(lease_semaphore_acquire, semaphore_acquire, "lease.semaphore_acquire()")
+LEASE_WRITING_ENTRY(lease_acquire_shared, acquire_shared, "lease.lease_acquire_shared()")
+LEASE_WRITING_ENTRY(lease_acquire_all, acquire_all, "lease.lease_acquire_all()")
+LEASE_WRITING_ENTRY(lease_session_acquire_shared, session_acquire_shared, "lease.session_acquire_shared()")
+LEASE_WRITING_ENTRY(lease_session_semaphore_acquire, session_semaphore_acquire, "lease.session_semaphore_acquire()")
+LEASE_WRITING_ENTRY(lease_session_acquire_all, session_acquire_all, "lease.session_acquire_all()")
+LEASE_WRITING_ENTRY(lease_set_value, set_value, "lease.lease_set_value()")
+LEASE_ENTRY(lease_leader, leader)
+LEASE_ENTRY(lease_waiting, waiting)
 
 void _PG_init(void)
 {
@@ -489,6 +698,7 @@ void _PG_init(void)
     lease::initialize_sessions();
     lease::initialize_events();
     lease::initialize_idempotency();
+    lease::initialize_waiter_registry();
     MarkGUCPrefixReserved("lease");
 }
 

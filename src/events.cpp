@@ -42,6 +42,9 @@ bool anyone_watching()
 }
 char* history_retention = nullptr;
 
+// async.c's NOTIFY_PAYLOAD_MAX_LENGTH: NOTIFY refuses a payload this long.
+constexpr int notify_payload_max_length = BLCKSZ - NAMEDATALEN - 128;
+
 const char* event_name(Event event)
 {
     switch (event) {
@@ -55,6 +58,8 @@ const char* event_name(Event event)
         return "expired";
     case Event::session_closed:
         return "session_closed";
+    case Event::value_set:
+        return "value_set";
     }
     return "?";
 }
@@ -78,7 +83,8 @@ void append_json_bigint(StringInfo json, int64 value)
 
 }  // namespace
 
-void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role)
+void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role,
+                  const Jsonb* value)
 {
     if (!catalog_has_sessions())
         return;
@@ -96,6 +102,20 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
         append_json_text(&json, owner);
         appendStringInfoString(&json, ", \"session\": ");
         append_json_bigint(&json, session);
+        if (event == Event::acquired || event == Event::value_set) {
+            appendStringInfoString(&json, ", \"value\": ");
+            const int before_value = json.len;
+            if (value == nullptr)
+                appendStringInfoString(&json, "null");
+            else
+                (void) JsonbToCString(&json, const_cast<JsonbContainer*>(&value->root), VARSIZE(value));
+            // The rest of the payload must fit too (closing brace and NUL).
+            if (json.len + 2 >= notify_payload_max_length) {
+                json.len = before_value;
+                json.data[json.len] = '\0';
+                appendStringInfoString(&json, "null, \"value_omitted\": true");
+            }
+        }
         appendStringInfoChar(&json, '}');
         Async_Notify("lease_events", json.data);
         pfree(json.data);

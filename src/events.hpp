@@ -7,9 +7,13 @@
 
 namespace lease {
 
-enum class Event { acquired, released, revoked, expired, session_closed };
+enum class Event { acquired, released, revoked, expired, session_closed, value_set };
 
-void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role);
+// value: what a value_set event publishes. acquired and value_set events
+// carry a "value" (null for a new grant); one too long for a notification
+// is left out of it ("value_omitted": true), and lease.leader() has it.
+void record_event(Event event, const text* name, int64 token, const text* owner, int64 session, Oid role,
+                  const Jsonb* value = nullptr);
 
 // LISTEN lease_events, and count this backend as a watcher until it exits,
 // so that events are sent (lease.notify_events = watched).

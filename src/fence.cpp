@@ -146,6 +146,39 @@ void forget_on_subtransaction_abort(SubXactEvent event, SubTransactionId, SubTra
     pg_unreachable();
 }
 
+// The fence for a holder's token (a semaphore permit, a shared grant): it
+// passes while that holder of name is live. The holder's lock, kept until the
+// transaction ends, holds off a revoke and a grant that would take over its
+// permit once it has expired.
+void holder_fence_check(const text* name, int64 token)
+{
+    LOCKTAG tag;
+    set_holder_locktag(&tag, token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    HolderState holder;
+    TimestampTz expiry = 0;
+    int64 bound_session;
+    const bool found = store_holder(token, &holder);
+    if (found && VARSIZE_ANY_EXHDR(holder.name) == VARSIZE_ANY_EXHDR(name) &&
+        memcmp(VARDATA_ANY(holder.name), VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) == 0 &&
+        grant_live(holder_as_lease(holder), GetCurrentTimestamp(), &expiry, &bound_session)) {
+        remember_pass(name, token, expiry);
+        return;
+    }
+    count_event(Counter::fence_rejections);
+    const char* lease_name = text_to_cstring(name);
+    if (!found)
+        ereport(ERROR, (errcode(errcode_fence_rejected),
+                        errmsg("fencing token %lld for \"%s\" is no longer live: its holder was released, revoked "
+                               "or taken over",
+                               static_cast<long long>(token), lease_name),
+                        errdetail("The writer holding token %lld must stop.", static_cast<long long>(token))));
+    ereport(ERROR, (errcode(errcode_fence_rejected),
+                    errmsg("fencing token %lld for \"%s\" is no longer live: %s", static_cast<long long>(token),
+                           lease_name, holder.session != 0 ? "its session ended" : "it expired"),
+                    errhint("Heartbeat more often than the ttl, or acquire again.")));
+}
+
 const char* trigger_event_name(TriggerEvent event)
 {
     if (TRIGGER_FIRED_BY_INSERT(event))
@@ -511,6 +544,14 @@ void fence_check(const text* name, int64 token)
     int64 bound_session;
     if (state.found && state.token == token && grant_live(state, GetCurrentTimestamp(), &expiry, &bound_session)) {
         remember_pass(name, token, expiry);
+        return;
+    }
+    if (may_have_holders(state) && catalog_has_holders() && token > 0 && token <= state.token) {
+        // A permit or a shared grant: its own lock, not the name's, orders
+        // its writes with whatever ends it, so they do not hold off grants of
+        // the name's other permits.
+        LockRelease(&tag, ShareLock, false);
+        holder_fence_check(name, token);
         return;
     }
     reject(name, token, state, expiry);

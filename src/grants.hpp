@@ -1,5 +1,6 @@
-// Granting a lease, now or after waiting in line (docs/reference.md,
-// lease_acquire and session_acquire).
+// Granting leases, permits and shared grants, now or after waiting in line
+// (docs/reference.md: lease_acquire, lease_acquire_shared, semaphore_acquire,
+// lease_acquire_all and their session forms).
 #pragma once
 
 #include "lease_store.hpp"
@@ -29,5 +30,14 @@ int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& leas
 // commit between its checks, so that it waits holding no snapshot. Returns
 // whether it was granted; *token is the new token when it was.
 bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int64* token);
+
+// The same for a shared grant, or one of a semaphore's permits (1-10,000).
+bool acquire_holder(const GrantRequest& request, HolderMode mode, int32 permits, int64 wait, int64* token);
+
+// Grants every one of count leases (distinct names) or none; tokens[i] is
+// requests[i]'s. Names are locked and granted in one order (by their bytes),
+// whatever the order given, so that callers asking overlapping sets never
+// deadlock.
+bool acquire_all(const GrantRequest* requests, int count, int64 wait, int64* tokens);
 
 }  // namespace lease

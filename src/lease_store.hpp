@@ -23,6 +23,10 @@ constexpr int errcode_session_ended = MAKE_SQLSTATE('L', 'F', '0', '0', '3');
 bool catalog_has_sessions();
 // Raises 55000 unless the catalog is 1.2 or later.
 void require_sessions_catalog(const char* what);
+// Whether the catalog is 1.3 or later (semaphores, shared leases, values);
+// require_holders_catalog raises 55000 unless it is.
+bool catalog_has_holders();
+void require_holders_catalog(const char* what);
 
 struct LeaseState {
     bool found;
@@ -37,6 +41,71 @@ struct LeaseState {
 // Reads the latest committed state of one lease (plus this transaction's own
 // changes), whatever the age of the transaction snapshot.
 LeaseState read_latest(const text* name);
+
+// A name whose row has no owner and expires_at 'infinity' may have holders in
+// lease.holders (semaphore permits or shared grants); the row's token is the
+// latest of them. The mark may outlive the last holder (two last releases
+// at once each see the other): it only sends readers to lease.holders.
+inline bool may_have_holders(const LeaseState& lease)
+{
+    return lease.found && lease.owner == nullptr && lease.expires_at == DT_NOEND;
+}
+
+// A holder of a semaphore permit or of a shared lease (lease.holders).
+enum class HolderMode : char { shared, semaphore };
+struct HolderState {
+    int64 token;
+    text* name;
+    HolderMode mode;
+    int32 permits;           // a semaphore's; 0 for shared
+    text* owner;
+    TimestampTz expires_at;  // DT_NOEND for a session holder
+    Oid role;
+    int64 session;           // 0 when not a session holder
+    Jsonb* value;            // nullptr when none was published
+};
+
+// A holder seen as a grant of its name (for grant_live and the like).
+inline LeaseState holder_as_lease(const HolderState& holder)
+{
+    LeaseState state = {};
+    state.found = true;
+    state.token = holder.token;
+    state.owner = holder.owner;
+    state.expires_at = holder.expires_at;
+    state.role = holder.role;
+    state.session = holder.session;
+    return state;
+}
+
+// Every holder of name, latest committed (plus this transaction's changes),
+// in token order; palloc'd in the caller's context.
+HolderState* store_holders(const text* name, int* count);
+// The holder with this token, if any.
+bool store_holder(int64 token, HolderState* holder);
+// Writes a new holder (and marks the name's lease row) and returns its token.
+// Call with the name's fence lock held in ExclusiveLock.
+int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const text* owner, const Interval* ttl,
+                         TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
+// Extends a live, non-session holder by explicit_expires_at or its ttl.
+bool store_holder_heartbeat(int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
+// Deletes the holder; when it was the name's last, clears the name's mark.
+// Call with the name's fence lock held (any mode: a grant that adds a holder
+// holds it in ExclusiveLock), and the holder's lock in ExclusiveLock unless
+// the holder itself ends it.
+bool store_holder_end(const text* name, int64 token, TimestampTz now);
+// The holders of a session.
+HolderState* store_session_holders(int64 session, int* count);
+// Every holder of the name, deleted (a revoke).
+HolderState* store_holders_revoke(const text* name, int* count);
+// Up to 1000 holders whose grant may have ended unreported (as
+// store_expiry_candidates).
+HolderState* store_holder_expiry_candidates(TimestampTz now, int* count);
+// Publishes value for a holder / for the exclusive grant with this token.
+bool store_holder_set_value(int64 token, const Jsonb* value);
+void store_lease_set_value(const text* name, int64 token, const Jsonb* value);
+// The value the exclusive grant with this token published, or nullptr.
+Jsonb* store_lease_value(const text* name, int64 token);
 
 struct SessionState {
     bool found;

@@ -12,6 +12,7 @@ constexpr uint16 queue_lock_kind = 0x4C51;          // "LQ"
 constexpr uint16 bound_session_lock_kind = 0x4C42;  // "LB" (lease.status knows it as 19522)
 constexpr uint16 session_watch_lock_kind = 0x4C57;  // "LW"
 constexpr uint16 epoch_lock_kind = 0x4C45;          // "LE"
+constexpr uint16 holder_lock_kind = 0x4C48;         // "LH"
 constexpr uint64 lock_hash_seed = 0x6c65617365ULL;
 
 void set_hashed_locktag(LOCKTAG* tag, const text* name, uint16 kind)
@@ -43,6 +44,12 @@ void set_session_watch_locktag(LOCKTAG* tag, int64 session)
 {
     SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(session) >> 32),
                          static_cast<uint32>(session), session_watch_lock_kind);
+}
+
+void set_holder_locktag(LOCKTAG* tag, int64 token)
+{
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(token) >> 32),
+                         static_cast<uint32>(token), holder_lock_kind);
 }
 
 void set_token_epoch_locktag(LOCKTAG* tag)

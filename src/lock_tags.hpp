@@ -23,6 +23,13 @@ void set_bound_session_locktag(LOCKTAG* tag, int64 session);
 // they sleep, so that the session's backend can find and wake them as it exits.
 void set_session_watch_locktag(LOCKTAG* tag, int64 session);
 
+// One lock per holder of a semaphore permit or a shared lease (by its token,
+// which is unique): its fenced writes, heartbeats and release take it in
+// ShareLock; whatever ends the holder from outside (a revoke, a grant that
+// takes over its expired permit) takes it in ExclusiveLock. So a holder's
+// fenced writes never block grants of the name's other permits.
+void set_holder_locktag(LOCKTAG* tag, int64 token);
+
 // One lock per database, held only while a new token epoch leaps the sequence.
 void set_token_epoch_locktag(LOCKTAG* tag);
 

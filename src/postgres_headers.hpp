@@ -57,4 +57,8 @@ extern "C" {
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
+#include "port/atomics.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "storage/lwlock.h"
 }

@@ -6,7 +6,7 @@ namespace {
 
 constexpr const char* relation_names[rel_count] = {
     "leases",       "fencing_token_seq", "token_epochs",   "token_epoch_mark", "sessions",
-    "prefix_rules", "history",           "stat_grants",    "stat_denials",     "stat_waits",
+    "prefix_rules", "history",           "holders",        "stat_grants",    "stat_denials",     "stat_waits",
     "stat_takeovers", "stat_releases",   "stat_revokes",   "stat_fence_rejections"};
 
 // lease.force_sql_path: superuser-only, for the differential tests. Every
@@ -95,11 +95,24 @@ bool catalog_has_sessions()
     return OidIsValid(lease_relations().oids[rel_sessions]);
 }
 
+bool catalog_has_holders()
+{
+    return OidIsValid(lease_relations().oids[rel_holders]);
+}
+
 void require_sessions_catalog(const char* what)
 {
-    if (!lease_relations().complete)
+    if (!catalog_has_sessions())
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("%s needs version 1.2 of extension lease", what),
+                        errhint("Run ALTER EXTENSION lease UPDATE.")));
+}
+
+void require_holders_catalog(const char* what)
+{
+    if (!catalog_has_holders())
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("%s needs version 1.3 of extension lease", what),
                         errhint("Run ALTER EXTENSION lease UPDATE.")));
 }
 

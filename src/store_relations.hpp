@@ -11,7 +11,7 @@ namespace lease {
 // on every call, and forgotten when any of them is invalidated (dropped,
 // altered, re-owned) or the relation cache is reset. Relations of later
 // versions are missing until ALTER EXTENSION lease UPDATE (token_epochs until
-// 1.1, the rest until 1.2), so they are looked for until found: this library
+// 1.1, holders until 1.3, the rest until 1.2), so they are looked for until found: this library
 // keeps serving an older catalog until it is updated.
 enum Relation_ {
     rel_leases,
@@ -21,6 +21,7 @@ enum Relation_ {
     rel_sessions,
     rel_prefix_rules,
     rel_history,
+    rel_holders,
     rel_stat_grants,  // the counters, in the order of Counter
     rel_count = rel_stat_grants + static_cast<int>(Counter::count)
 };

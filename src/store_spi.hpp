@@ -14,7 +14,7 @@ namespace lease {
 struct StoredQuery {
     const char* sql;
     int nargs;
-    Oid argtypes[8];
+    Oid argtypes[12];
 };
 
 // Runs one query inside an open SPI connection. Under REPEATABLE READ and

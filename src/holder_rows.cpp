@@ -1,0 +1,306 @@
+// lease.holders and lease.lease_values: the holders of semaphore permits and
+// shared leases, and the values grants publish. Written through SQL only:
+// these are not the hot path of a plain lease.
+#include "lease_store.hpp"
+#include "store_relations.hpp"
+#include "store_spi.hpp"
+
+namespace lease {
+
+namespace {
+
+// The columns every holder query returns, in this order.
+#define HOLDER_COLUMNS "h.token, h.name, h.mode, h.permits, h.owner, h.expires_at, h.role, h.session, h.value"
+
+HolderState holder_from_row(uint64 row)
+{
+    HolderState holder = {};
+    bool isnull;
+    holder.token = DatumGetInt64(result_value(row, 1, &isnull));
+    holder.name = result_text(row, 2);
+    const text* mode = result_text(row, 3);
+    holder.mode = VARSIZE_ANY_EXHDR(mode) == strlen("semaphore") ? HolderMode::semaphore : HolderMode::shared;
+    const Datum permits = result_value(row, 4, &isnull);
+    holder.permits = isnull ? 0 : DatumGetInt32(permits);
+    holder.owner = result_text(row, 5);
+    holder.expires_at = DatumGetTimestampTz(result_value(row, 6, &isnull));
+    holder.role = DatumGetObjectId(result_value(row, 7, &isnull));
+    const Datum session = result_value(row, 8, &isnull);
+    holder.session = isnull ? 0 : DatumGetInt64(session);
+    holder.value = result_jsonb(SPI_tuptable, row, 9);
+    return holder;
+}
+
+// The rows of the last query, as holders in the caller's memory context.
+HolderState* holders_from_result(int* count)
+{
+    *count = static_cast<int>(SPI_processed);
+    HolderState* holders =
+        static_cast<HolderState*>(SPI_palloc(sizeof(HolderState) * (*count + 1)));
+    for (int i = 0; i < *count; ++i)
+        holders[i] = holder_from_row(static_cast<uint64>(i));
+    return holders;
+}
+
+const char* mode_name(HolderMode mode)
+{
+    return mode == HolderMode::semaphore ? "semaphore" : "shared";
+}
+
+}  // namespace
+
+// holders_of($1 name)
+constexpr StoredQuery query_holders_of = {
+    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) $1 ORDER BY h.token",
+    1,
+    {TEXTOID}};
+
+HolderState* store_holders(const text* name, int* count)
+{
+    Datum values[1] = {PointerGetDatum(name)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holders_of, values, nullptr, true, true);
+    HolderState* holders = holders_from_result(count);
+    finish_as_caller(caller);
+    return holders;
+}
+
+// holder($1 token)
+constexpr StoredQuery query_holder = {
+    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) $1",
+    1,
+    {INT8OID}};
+
+bool store_holder(int64 token, HolderState* holder)
+{
+    Datum values[1] = {Int64GetDatum(token)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder, values, nullptr, true, true);
+    int count;
+    HolderState* found = holders_from_result(&count);
+    finish_as_caller(caller);
+    if (count == 0)
+        return false;
+    *holder = found[0];
+    return true;
+}
+
+// holder_grant($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
+// $7 expires_at, $8 role, $9 session): the name's row takes the new token and
+// the mark, in the same statement that writes the holder.
+constexpr StoredQuery query_holder_grant = {
+    "WITH marked AS ("
+    "  UPDATE lease.leases"
+    "     SET owner = NULL,"
+    "         token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "         ttl = $5, acquired_at = $6, renewed_at = $6,"
+    "         expires_at = 'infinity'::pg_catalog.timestamptz, role = $8, session = NULL"
+    "   WHERE name OPERATOR(pg_catalog.=) $1"
+    "  RETURNING token)"
+    " INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role,"
+    "                            session)"
+    " SELECT token, $1, $2, $3, $4, $5, $6, $6, $7, $8, $9 FROM marked"
+    " RETURNING token",
+    9,
+    {TEXTOID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}};
+
+// create_marked($1 name, $2 ttl, $3 now, $4 role): a new name's row, marked.
+constexpr StoredQuery query_create_marked = {
+    "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
+    " SELECT $1, NULL, 0, $2, $3, $3, 'infinity'::pg_catalog.timestamptz, $4, NULL"
+    "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)",
+    4,
+    {TEXTOID, INTERVALOID, TIMESTAMPTZOID, REGROLEOID}};
+
+int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const text* owner, const Interval* ttl,
+                         TimestampTz now, TimestampTz expires_at, Oid role, int64 session)
+{
+    Datum values[9] = {PointerGetDatum(name),
+                       CStringGetTextDatum(mode_name(mode)),
+                       Int32GetDatum(permits),
+                       PointerGetDatum(owner),
+                       PointerGetDatum(ttl),
+                       TimestampTzGetDatum(now),
+                       TimestampTzGetDatum(expires_at),
+                       ObjectIdGetDatum(role),
+                       Int64GetDatum(session)};
+    const char nulls[9] = {' ', ' ', mode == HolderMode::semaphore ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ',
+                           session != 0 ? ' ' : 'n'};
+
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder_grant, values, nulls, false);
+    if (SPI_processed == 0) {
+        Datum create[4] = {PointerGetDatum(name), PointerGetDatum(ttl), TimestampTzGetDatum(now),
+                           ObjectIdGetDatum(role)};
+        run(query_create_marked, create, nullptr, false);
+        run(query_holder_grant, values, nulls, false);
+    }
+    if (SPI_processed != 1)
+        elog(ERROR, "lease: the grant of \"%s\" wrote no holder", text_to_cstring(name));
+    const int64 token = first_int8();
+    finish_as_caller(caller);
+    return token;
+}
+
+// holder_heartbeat($1 token, $2 now, $3 explicit expires_at or NULL)
+constexpr StoredQuery query_holder_heartbeat = {
+    "UPDATE lease.holders"
+    "   SET renewed_at = $2, expires_at = COALESCE($3, $2 OPERATOR(pg_catalog.+) ttl)"
+    " WHERE token OPERATOR(pg_catalog.=) $1"
+    "   AND session IS NULL"
+    "   AND expires_at OPERATOR(pg_catalog.>) $2",
+    3,
+    {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+
+bool store_holder_heartbeat(int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
+{
+    Datum values[3] = {Int64GetDatum(token), TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
+    const char nulls[3] = {' ', ' ', explicit_expires_at ? ' ' : 'n'};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder_heartbeat, values, nulls, false);
+    const bool extended = SPI_processed == 1;
+    finish_as_caller(caller);
+    return extended;
+}
+
+// holder_end($1 token)
+constexpr StoredQuery query_holder_end = {
+    "DELETE FROM lease.holders WHERE token OPERATOR(pg_catalog.=) $1",
+    1,
+    {INT8OID}};
+
+// clear_mark($1 name, $2 now): the name is free once its last holder is gone.
+constexpr StoredQuery query_clear_mark = {
+    "UPDATE lease.leases AS l SET expires_at = $2"
+    " WHERE l.name OPERATOR(pg_catalog.=) $1"
+    "   AND l.owner IS NULL"
+    "   AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+    "   AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) $1)",
+    2,
+    {TEXTOID, TIMESTAMPTZOID}};
+
+bool store_holder_end(const text* name, int64 token, TimestampTz now)
+{
+    Datum values[1] = {Int64GetDatum(token)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder_end, values, nullptr, false);
+    const bool ended = SPI_processed == 1;
+    if (ended) {
+        Datum clear[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
+        run(query_clear_mark, clear, nullptr, false);
+    }
+    finish_as_caller(caller);
+    return ended;
+}
+
+// session_holders($1 session)
+constexpr StoredQuery query_session_holders = {
+    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h WHERE h.session OPERATOR(pg_catalog.=) $1 ORDER BY h.token",
+    1,
+    {INT8OID}};
+
+HolderState* store_session_holders(int64 session, int* count)
+{
+    if (!catalog_has_holders()) {
+        *count = 0;
+        return nullptr;
+    }
+    Datum values[1] = {Int64GetDatum(session)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_session_holders, values, nullptr, true, true);
+    HolderState* holders = holders_from_result(count);
+    finish_as_caller(caller);
+    return holders;
+}
+
+// holders_revoke($1 name)
+constexpr StoredQuery query_holders_revoke = {
+    "DELETE FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) $1 RETURNING " HOLDER_COLUMNS,
+    1,
+    {TEXTOID}};
+
+HolderState* store_holders_revoke(const text* name, int* count)
+{
+    Datum values[1] = {PointerGetDatum(name)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holders_revoke, values, nullptr, false);
+    HolderState* holders = holders_from_result(count);
+    finish_as_caller(caller);
+    return holders;
+}
+
+// holder_expiry_candidates($1 now)
+constexpr StoredQuery query_holder_expiry_candidates = {
+    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h"
+    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) h.session"
+    " WHERE CASE WHEN h.session IS NULL THEN h.expires_at OPERATOR(pg_catalog.<=) $1"
+    "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
+    "                 OR s.bound_pid IS NOT NULL END"
+    " LIMIT 1000",
+    1,
+    {TIMESTAMPTZOID}};
+
+HolderState* store_holder_expiry_candidates(TimestampTz now, int* count)
+{
+    if (!catalog_has_holders()) {
+        *count = 0;
+        return nullptr;
+    }
+    Datum values[1] = {TimestampTzGetDatum(now)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder_expiry_candidates, values, nullptr, true, true);
+    HolderState* holders = holders_from_result(count);
+    finish_as_caller(caller);
+    return holders;
+}
+
+// holder_set_value($1 token, $2 value)
+constexpr StoredQuery query_holder_set_value = {
+    "UPDATE lease.holders SET value = $2 WHERE token OPERATOR(pg_catalog.=) $1",
+    2,
+    {INT8OID, JSONBOID}};
+
+bool store_holder_set_value(int64 token, const Jsonb* value)
+{
+    Datum values[2] = {Int64GetDatum(token), PointerGetDatum(value)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_holder_set_value, values, nullptr, false);
+    const bool set = SPI_processed == 1;
+    finish_as_caller(caller);
+    return set;
+}
+
+// lease_set_value($1 name, $2 token, $3 value)
+constexpr StoredQuery query_lease_set_value = {
+    "INSERT INTO lease.lease_values AS v (name, token, value) VALUES ($1, $2, $3)"
+    " ON CONFLICT (name) DO UPDATE SET token = EXCLUDED.token, value = EXCLUDED.value",
+    3,
+    {TEXTOID, INT8OID, JSONBOID}};
+
+void store_lease_set_value(const text* name, int64 token, const Jsonb* value)
+{
+    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(token), PointerGetDatum(value)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_lease_set_value, values, nullptr, false);
+    finish_as_caller(caller);
+}
+
+// lease_value($1 name, $2 token)
+constexpr StoredQuery query_lease_value = {
+    "SELECT v.value FROM lease.lease_values AS v"
+    " WHERE v.name OPERATOR(pg_catalog.=) $1 AND v.token OPERATOR(pg_catalog.=) $2",
+    2,
+    {TEXTOID, INT8OID}};
+
+Jsonb* store_lease_value(const text* name, int64 token)
+{
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(token)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_lease_value, values, nullptr, true, true);
+    Jsonb* value = SPI_processed == 1 ? result_jsonb(SPI_tuptable, 0, 1) : nullptr;
+    finish_as_caller(caller);
+    return value;
+}
+
+}  // namespace lease

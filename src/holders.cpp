@@ -1,0 +1,216 @@
+#include "holders.hpp"
+
+#include "access.hpp"
+#include "events.hpp"
+#include "fence.hpp"
+#include "sessions.hpp"
+#include "waiting.hpp"
+
+namespace lease {
+
+namespace {
+
+bool names_equal(const text* a, const text* b)
+{
+    return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+           memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+LOCKTAG holder_tag(int64 token)
+{
+    LOCKTAG tag;
+    set_holder_locktag(&tag, token);
+    return tag;
+}
+
+// The live holder of name with this token, which the caller may act for
+// (42501 when it may not), with the holder's lock taken in ShareLock (let go
+// again when there is none).
+bool callers_live_holder(const text* name, int64 token, TimestampTz now, HolderState* holder)
+{
+    const LOCKTAG tag = holder_tag(token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (!store_holder(token, holder) || !names_equal(holder->name, name) ||
+        !grant_live(holder_as_lease(*holder), now, &expiry, &bound_session)) {
+        LockRelease(&tag, ShareLock, false);
+        return false;
+    }
+    require_acting_for(holder->role, "lease", name);
+    return true;
+}
+
+}  // namespace
+
+bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
+{
+    HolderState holder;
+    if (!callers_live_holder(name, token, now, &holder))
+        return false;
+    // A session holder lives by its session: the answer is that it is live.
+    if (holder.session != 0)
+        return true;
+    const bool extended = store_holder_heartbeat(token, now, explicit_expires_at);
+    if (extended && explicit_expires_at != nullptr)
+        wake_waiters_at_commit(name);
+    return extended;
+}
+
+bool release_holder(const text* name, int64 token, TimestampTz now)
+{
+    HolderState holder;
+    forget_passed_fence_checks();
+    if (!callers_live_holder(name, token, now, &holder) || !store_holder_end(name, token, now))
+        return false;
+    record_event(Event::released, name, token, holder.owner, holder.session, holder.role);
+    count_event(Counter::releases);
+    wake_waiters_at_commit(name);
+    return true;
+}
+
+void revoke_holders(const text* name, TimestampTz now)
+{
+    int count;
+    const HolderState* holders = store_holders(name, &count);
+    for (int i = 0; i < count; ++i) {
+        // Like the name's fence lock for a lease: wait for fenced writes
+        // already past the check, then cut off everything after.
+        const LOCKTAG tag = holder_tag(holders[i].token);
+        (void) LockAcquire(&tag, ExclusiveLock, false, false);
+        TimestampTz expiry;
+        int64 bound_session;
+        const bool live = grant_live(holder_as_lease(holders[i]), now, &expiry, &bound_session);
+        if (store_holder_end(name, holders[i].token, now) && !live)
+            record_event(Event::expired, name, holders[i].token, holders[i].owner, holders[i].session,
+                         holders[i].role);
+    }
+}
+
+int expire_holders(TimestampTz now)
+{
+    int count;
+    const HolderState* candidates = store_holder_expiry_candidates(now, &count);
+    int reported = 0;
+    for (int i = 0; i < count; ++i) {
+        const HolderState& candidate = candidates[i];
+        LOCKTAG fence;
+        set_fence_locktag(&fence, candidate.name);
+        if (LockAcquire(&fence, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+            continue;
+        const LOCKTAG tag = holder_tag(candidate.token);
+        HolderState holder;
+        TimestampTz expiry;
+        int64 bound_session;
+        if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL) {
+            LockRelease(&fence, ExclusiveLock, false);
+            continue;
+        }
+        if (!store_holder(candidate.token, &holder) ||
+            grant_live(holder_as_lease(holder), now, &expiry, &bound_session) ||
+            !store_holder_end(holder.name, holder.token, now)) {
+            LockRelease(&tag, ExclusiveLock, false);
+            LockRelease(&fence, ExclusiveLock, false);
+            continue;
+        }
+        record_event(Event::expired, holder.name, holder.token, holder.owner, holder.session, holder.role);
+        wake_waiters_at_commit(holder.name);
+        ++reported;
+    }
+    return reported;
+}
+
+int end_session_holders(int64 session, bool was_live, const text* owner, Oid role, TimestampTz now)
+{
+    int count;
+    const HolderState* holders = store_session_holders(session, &count);
+    int ended = 0;
+    for (int i = 0; i < count; ++i) {
+        // The name's lock first, as everything that changes a name takes it.
+        LOCKTAG fence;
+        set_fence_locktag(&fence, holders[i].name);
+        (void) LockAcquire(&fence, ShareLock, false, false);
+        const LOCKTAG tag = holder_tag(holders[i].token);
+        (void) LockAcquire(&tag, ExclusiveLock, false, false);
+        if (!store_holder_end(holders[i].name, holders[i].token, now))
+            continue;
+        if (!was_live)
+            record_event(Event::expired, holders[i].name, holders[i].token, owner, session, role);
+        wake_waiters_at_commit(holders[i].name);
+        ++ended;
+    }
+    return ended;
+}
+
+bool set_value(const text* name, int64 token, const Jsonb* value)
+{
+    const TimestampTz now = GetCurrentTimestamp();
+    // The fence lock in ShareLock, as for a heartbeat: no grant or revoke of
+    // the name commits while the value is set, so it is set on a live grant.
+    LOCKTAG fence;
+    set_fence_locktag(&fence, name);
+    (void) LockAcquire(&fence, ShareLock, false, false);
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    bool set = false;
+    const text* owner = nullptr;
+    int64 session = 0;
+    Oid role = InvalidOid;
+    if (lease.found && lease.token == token && grant_live(lease, now, &expiry, &bound_session)) {
+        require_acting_for(lease.role, "lease", name);
+        store_lease_set_value(name, token, value);
+        set = true;
+        owner = lease.owner;
+        session = lease.session;
+        role = lease.role;
+    } else if (may_have_holders(lease)) {
+        HolderState holder;
+        if (callers_live_holder(name, token, now, &holder)) {
+            set = store_holder_set_value(token, value);
+            owner = holder.owner;
+            session = holder.session;
+            role = holder.role;
+        }
+    }
+    if (!set) {
+        LockRelease(&fence, ShareLock, false);
+        return false;
+    }
+    record_event(Event::value_set, name, token, owner, session, role, value);
+    return true;
+}
+
+Datum leader_rows(FunctionCallInfo fcinfo)
+{
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo* result = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("lease name must not be NULL")));
+    const text* name = PG_GETARG_TEXT_PP(0);
+    const TimestampTz now = GetCurrentTimestamp();
+    const LeaseState lease = read_latest(name);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (lease.found && grant_live(lease, now, &expiry, &bound_session)) {
+        const Jsonb* value = store_lease_value(name, lease.token);
+        Datum values[4] = {PointerGetDatum(lease.owner), Int64GetDatum(lease.token), PointerGetDatum(value),
+                           TimestampTzGetDatum(expiry)};
+        bool nulls[4] = {false, false, value == nullptr, false};
+        tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+    } else if (may_have_holders(lease)) {
+        int count;
+        const HolderState* holders = store_holders(name, &count);
+        for (int i = 0; i < count; ++i) {
+            if (!grant_live(holder_as_lease(holders[i]), now, &expiry, &bound_session))
+                continue;
+            Datum values[4] = {PointerGetDatum(holders[i].owner), Int64GetDatum(holders[i].token),
+                               PointerGetDatum(holders[i].value), TimestampTzGetDatum(expiry)};
+            bool nulls[4] = {false, false, holders[i].value == nullptr, false};
+            tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+        }
+    }
+    return static_cast<Datum>(0);
+}
+
+}  // namespace lease

@@ -1,0 +1,34 @@
+// What happens to a semaphore permit or a shared grant after it is granted:
+// heartbeat, release, revoke, expiry, its session's end, and the values
+// grants publish (docs/reference.md). PostgreSQL-facing.
+#pragma once
+
+#include "lease_store.hpp"
+
+namespace lease {
+
+// lease_heartbeat and lease_release for a holder's token, called with the
+// name's fence lock held in ShareLock when the name may have holders.
+bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
+bool release_holder(const text* name, int64 token, TimestampTz now);
+
+// lease_revoke's part for holders, with the name's fence lock held in
+// ExclusiveLock: waits for each holder's fenced writes, ends them all, and
+// reports those that had expired.
+void revoke_holders(const text* name, TimestampTz now);
+
+// lease.expire_due's part for holders: how many it reported.
+int expire_holders(TimestampTz now);
+
+// session_close's part for holders: ends those of the session, reporting
+// them as expired unless the session was live; returns how many were live.
+int end_session_holders(int64 session, bool was_live, const text* owner, Oid role, TimestampTz now);
+
+// lease_set_value: true when token is name's live grant (exclusive or a
+// holder's) and value was published.
+bool set_value(const text* name, int64 token, const Jsonb* value);
+
+// lease.leader(name)
+Datum leader_rows(FunctionCallInfo fcinfo);
+
+}  // namespace lease

@@ -1,0 +1,219 @@
+#include "waiter_registry.hpp"
+
+#include "core.hpp"
+
+namespace lease {
+
+namespace {
+
+constexpr const char* registry_name = "lease waiters";
+
+// One backend's wait. Its backend writes it; readers copy it under mutex.
+struct WaiterSlot {
+    slock_t mutex;
+    bool waiting;
+    int32 pid;
+    Oid database;
+    Oid role;
+    char mode[12];
+    TimestampTz since;
+    uint64 ticket;  // arrival order
+    uint16 name_length;
+    uint16 owner_length;
+    char name[max_identifier_bytes];
+    char owner[max_identifier_bytes];
+};
+
+struct WaiterRegistry {
+    pg_atomic_uint64 next_ticket;
+    int slot_count;
+    WaiterSlot slots[FLEXIBLE_ARRAY_MEMBER];
+};
+
+WaiterRegistry* registry = nullptr;
+bool registry_unavailable = false;
+bool exit_callback_registered = false;
+shmem_request_hook_type previous_shmem_request_hook = nullptr;
+shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
+
+Size registry_size()
+{
+    return add_size(offsetof(WaiterRegistry, slots), mul_size(sizeof(WaiterSlot), MaxBackends + 1));
+}
+
+void attach_registry()
+{
+    bool found;
+    registry = static_cast<WaiterRegistry*>(ShmemInitStruct(registry_name, registry_size(), &found));
+    if (!found) {
+        pg_atomic_init_u64(&registry->next_ticket, 1);
+        registry->slot_count = MaxBackends + 1;
+        for (int i = 0; i < registry->slot_count; ++i) {
+            SpinLockInit(&registry->slots[i].mutex);
+            registry->slots[i].waiting = false;
+        }
+    }
+}
+
+// The table, attached on first use. A server that did not preload the
+// library has no room reserved for it: it then comes from the spare shared
+// memory, and when there is too little, waits go unrecorded (lease.waiters
+// says nothing about them) rather than failing.
+WaiterRegistry* waiter_registry()
+{
+    if (registry != nullptr || registry_unavailable)
+        return registry;
+    const MemoryContext caller_context = CurrentMemoryContext;
+    const uint32 interrupt_holdoff = InterruptHoldoffCount;
+    const uint32 cancel_holdoff = QueryCancelHoldoffCount;
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    PG_TRY();
+    {
+        attach_registry();
+    }
+    PG_CATCH();
+    {
+        // Only "out of shared memory" can come here, raised after
+        // ShmemInitStruct let go of its own lock; an ERROR zeroes the
+        // holdoff counts that LWLockAcquire raised, so restore them before
+        // LWLockRelease lowers them again.
+        MemoryContextSwitchTo(caller_context);
+        FlushErrorState();
+        InterruptHoldoffCount = interrupt_holdoff + 1;
+        QueryCancelHoldoffCount = cancel_holdoff;
+        registry = nullptr;
+        registry_unavailable = true;
+        ereport(WARNING, (errmsg("lease.waiters cannot list waiters: too little spare shared memory"),
+                          errhint("Add lease to shared_preload_libraries.")));
+    }
+    PG_END_TRY();
+    LWLockRelease(AddinShmemInitLock);
+    return registry;
+}
+
+WaiterSlot* my_slot()
+{
+    WaiterRegistry* table = waiter_registry();
+    if (table == nullptr || MyBackendId <= 0 || MyBackendId >= table->slot_count)
+        return nullptr;
+    return &table->slots[MyBackendId];
+}
+
+void leave_at_exit(int, Datum)
+{
+    leave_waiter_registry();
+}
+
+void request_registry_memory()
+{
+    if (previous_shmem_request_hook != nullptr)
+        previous_shmem_request_hook();
+    RequestAddinShmemSpace(registry_size());
+}
+
+void start_registry()
+{
+    if (previous_shmem_startup_hook != nullptr)
+        previous_shmem_startup_hook();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    attach_registry();
+    LWLockRelease(AddinShmemInitLock);
+}
+
+struct WaiterRow {
+    WaiterSlot slot;
+    int position;
+};
+
+}  // namespace
+
+void enter_waiter_registry(const text* name, const text* owner, const char* mode)
+{
+    WaiterSlot* slot = my_slot();
+    if (slot == nullptr)
+        return;
+    if (!exit_callback_registered) {
+        before_shmem_exit(leave_at_exit, static_cast<Datum>(0));
+        exit_callback_registered = true;
+    }
+    const uint64 ticket = pg_atomic_fetch_add_u64(&registry->next_ticket, 1);
+    SpinLockAcquire(&slot->mutex);
+    slot->waiting = true;
+    slot->pid = MyProcPid;
+    slot->database = MyDatabaseId;
+    slot->role = GetUserId();
+    strlcpy(slot->mode, mode, sizeof(slot->mode));
+    slot->since = GetCurrentTimestamp();
+    slot->ticket = ticket;
+    slot->name_length = static_cast<uint16>(VARSIZE_ANY_EXHDR(name));
+    memcpy(slot->name, VARDATA_ANY(name), slot->name_length);
+    slot->owner_length = static_cast<uint16>(VARSIZE_ANY_EXHDR(owner));
+    memcpy(slot->owner, VARDATA_ANY(owner), slot->owner_length);
+    SpinLockRelease(&slot->mutex);
+}
+
+void leave_waiter_registry()
+{
+    if (registry == nullptr || MyBackendId <= 0 || MyBackendId >= registry->slot_count)
+        return;
+    WaiterSlot* slot = &registry->slots[MyBackendId];
+    SpinLockAcquire(&slot->mutex);
+    slot->waiting = false;
+    SpinLockRelease(&slot->mutex);
+}
+
+Datum waiter_registry_rows(FunctionCallInfo fcinfo)
+{
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo* result = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    WaiterRegistry* table = waiter_registry();
+    if (table == nullptr)
+        return static_cast<Datum>(0);
+
+    WaiterRow* rows = static_cast<WaiterRow*>(palloc(sizeof(WaiterRow) * table->slot_count));
+    int count = 0;
+    for (int i = 0; i < table->slot_count; ++i) {
+        WaiterSlot* slot = &table->slots[i];
+        SpinLockAcquire(&slot->mutex);
+        const bool ours = slot->waiting && slot->database == MyDatabaseId;
+        if (ours)
+            memcpy(&rows[count].slot, slot, sizeof(WaiterSlot));
+        SpinLockRelease(&slot->mutex);
+        if (ours)
+            ++count;
+    }
+    // A name's line is served in arrival order: its position is one more
+    // than the number of its waiters that arrived earlier.
+    for (int i = 0; i < count; ++i) {
+        rows[i].position = 1;
+        for (int j = 0; j < count; ++j)
+            if (rows[j].slot.ticket < rows[i].slot.ticket && rows[j].slot.name_length == rows[i].slot.name_length &&
+                memcmp(rows[j].slot.name, rows[i].slot.name, rows[i].slot.name_length) == 0)
+                ++rows[i].position;
+    }
+    for (int i = 0; i < count; ++i) {
+        const WaiterSlot& slot = rows[i].slot;
+        Datum values[7] = {PointerGetDatum(cstring_to_text_with_len(slot.name, slot.name_length)),
+                           PointerGetDatum(cstring_to_text_with_len(slot.owner, slot.owner_length)),
+                           ObjectIdGetDatum(slot.role),
+                           Int32GetDatum(slot.pid),
+                           CStringGetTextDatum(slot.mode),
+                           TimestampTzGetDatum(slot.since),
+                           Int32GetDatum(rows[i].position)};
+        bool nulls[7] = {false, false, false, false, false, false, false};
+        tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+    }
+    return static_cast<Datum>(0);
+}
+
+void initialize_waiter_registry()
+{
+    if (!process_shared_preload_libraries_in_progress)
+        return;
+    previous_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = request_registry_memory;
+    previous_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = start_registry;
+}
+
+}  // namespace lease
