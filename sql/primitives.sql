@@ -147,5 +147,40 @@ BEGIN READ ONLY;
 SELECT lease.lease_set_value('leader', t('l2'), '1');
 ROLLBACK;
 
+-- 11. One line for every mode, served in arrival order: a queued exclusive
+-- request makes later shared requests wait (no writer starvation), and
+-- lease.waiters shows the line. The waiters are other connections (dblink).
+CREATE EXTENSION dblink;
+SELECT format('dbname=%s host=%s port=%s', current_database(),
+              split_part(current_setting('unix_socket_directories'), ',', 1), current_setting('port')) AS conninfo \gset
+SELECT dblink_connect('writer', :'conninfo'), dblink_connect('reader', :'conninfo');
+CREATE FUNCTION line_length(n int) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+    FOR i IN 1..3000 LOOP
+        -- Listed, and in the lock manager's line for the name (objsubid 19537).
+        IF (SELECT count(*) FROM lease.waiters WHERE name = 'cfg') >= n
+           AND (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 19537) >= n THEN
+            RETURN;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RAISE EXCEPTION 'fewer than % waiters after 30 s', n;
+END $f$;
+SELECT keep('r1', lease.lease_acquire_shared('cfg', 'reader-1', '1 minute')) IS NOT NULL AS reader_1;
+SELECT dblink_send_query('writer', $$SELECT lease.lease_acquire('cfg', 'writer', '1 second', '30 seconds')$$);
+SELECT line_length(1);
+SELECT lease.lease_acquire_shared('cfg', 'reader-2') IS NULL AS reader_2_waits_behind_the_writer;
+SELECT dblink_send_query('reader', $$SELECT lease.lease_acquire_shared('cfg', 'reader-3', '1 minute', '30 seconds')$$);
+SELECT line_length(2);
+SELECT name, owner, mode, position FROM lease.waiters ORDER BY position;
+SELECT lease.lease_release('cfg', t('r1')) AS reader_1_released;
+SELECT token IS NOT NULL AS writer_granted FROM dblink_get_result('writer') AS r(token bigint);
+SELECT token IS NOT NULL AS reader_3_granted FROM dblink_get_result('reader') AS r(token bigint);
+SELECT owner FROM lease.history WHERE name = 'cfg' AND event = 'acquired' AND at > (SELECT at FROM lease.history WHERE token = t('r1') AND event = 'acquired') ORDER BY at;
+SELECT count(*) AS waiters FROM lease.waiters;
+SELECT dblink_disconnect('writer'), dblink_disconnect('reader');
+DROP FUNCTION line_length(int);
+DROP EXTENSION dblink;
+
 DROP TABLE export_rows;
 DROP EXTENSION lease;
