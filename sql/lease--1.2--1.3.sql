@@ -116,7 +116,7 @@ COMMENT ON FUNCTION lease.session_acquire_all(bigint, text[], interval) IS
 CREATE FUNCTION lease.waiting()
 RETURNS TABLE(name text, owner text, role regrole, pid integer, mode text, waiting_since timestamptz,
               "position" integer)
-LANGUAGE c VOLATILE PARALLEL RESTRICTED
+LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'lease_waiting';
 
 COMMENT ON FUNCTION lease.waiting() IS

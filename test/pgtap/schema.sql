@@ -6,20 +6,22 @@ SELECT plan(136);
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules', 'idempotency_keys',
-                              'pools', 'pool_resources', 'pool_claimers'],
-    'lease holds exactly the nine documented tables');
+                              'pools', 'pool_resources', 'pool_claimers', 'holders', 'lease_values'],
+    'lease holds exactly the eleven documented tables');
 SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
                                      'stat_revokes', 'stat_fence_rejections'],
     'lease holds exactly the documented sequences: tokens, the epoch mark, session ids and the counters');
-SELECT views_are('lease', ARRAY['status', 'stats'], 'lease holds exactly two views, status and stats');
+SELECT views_are('lease', ARRAY['status', 'stats', 'waiters'], 'lease holds exactly three views, status, stats and waiters');
 SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
           'session_acquire', 'expire_due', 'prune_history', 'allow', 'disallow', 'idempotency_begin',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
-          'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events'],
-    'lease holds exactly the twenty-eight documented functions and procedures');
+          'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events', 'semaphore_acquire',
+          'lease_acquire_shared', 'lease_acquire_all', 'lease_set_value', 'leader', 'session_acquire_shared',
+          'session_semaphore_acquire', 'session_acquire_all', 'waiting'],
+    'lease holds exactly the thirty-seven documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -99,7 +101,7 @@ SELECT is(s.seqmax, 9223372036854775807::bigint, 'the token sequence goes up to 
 -- lease.status
 SELECT columns_are('lease', 'status',
     ARRAY['name', 'owner', 'token', 'state', 'expires_in', 'ttl', 'acquired_at', 'renewed_at', 'expires_at',
-          'role', 'session']);
+          'role', 'session', 'mode']);
 SELECT col_type_is('lease', 'status', 'state', 'text', 'status.state is text');
 SELECT col_type_is('lease', 'status', 'expires_in', 'interval', 'status.expires_in is interval');
 SELECT col_type_is('lease', 'status', 'token', 'bigint', 'status.token is bigint');
@@ -113,8 +115,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 28,
-    'no overloads: exactly twenty-eight functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 37,
+    'no overloads: exactly thirty-seven functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
