@@ -4,8 +4,11 @@
 // libpq environment (PGHOST, PGPORT, PGUSER, PGDATABASE).
 //
 // Modes (each prints tab-separated result lines on stdout; see bench/waits):
-//   release    --trials N   a holder releases while two waiters queue: time
-//                           until the longest-waiting one holds the lease
+//   release    --trials N [--primitive lease|semaphore|shared|all]
+//                           a holder releases while two waiters queue: time
+//                           until the longest-waiting one holds the lease (a
+//                           permit of a one-permit semaphore, a shared grant,
+//                           or all of two names including the released one)
 //   kill-bound --trials N   a holder process holds a lease of a
 //                           connection-bound session and idles; it is killed
 //                           with SIGKILL: time until a waiter holds the lease
@@ -266,29 +269,60 @@ void progress(const std::string& what, int done, int total)
 
 // ------------------------------------------------------------------ release
 
-void run_release(int trials)
+// The statements of one primitive's release trial: the holder's grant, the
+// head waiter's and the second waiter's requests ($1 name, $2 owner), and the
+// suffix of its result keys. A shared head waits behind an exclusive holder,
+// with an exclusive request behind it (a shared one would be granted with it).
+struct Primitive {
+    const char* hold;
+    const char* head;
+    const char* second;
+    const char* suffix;
+};
+
+Primitive primitive_named(const std::string& name)
+{
+    if (name == "lease")
+        return {"SELECT lease.lease_acquire($1, 'holder', '1 hour')",
+                "SELECT lease.lease_acquire($1, $2, '1 hour', '30 seconds')",
+                "SELECT lease.lease_acquire($1, $2, '1 hour', '30 seconds')", ""};
+    if (name == "semaphore")
+        return {"SELECT lease.semaphore_acquire($1, 'holder', 1, '1 hour')",
+                "SELECT lease.semaphore_acquire($1, $2, 1, '1 hour', '30 seconds')",
+                "SELECT lease.semaphore_acquire($1, $2, 1, '1 hour', '30 seconds')", "_semaphore"};
+    if (name == "shared")
+        return {"SELECT lease.lease_acquire($1, 'holder', '1 hour')",
+                "SELECT lease.lease_acquire_shared($1, $2, '1 hour', '30 seconds')",
+                "SELECT lease.lease_acquire($1, $2, '1 hour', '30 seconds')", "_shared"};
+    if (name == "all")
+        return {"SELECT lease.lease_acquire($1, 'holder', '1 hour')",
+                "SELECT (lease.lease_acquire_all(ARRAY[$1, $1 || ':b'], $2, '1 hour', '30 seconds'))[1]",
+                "SELECT (lease.lease_acquire_all(ARRAY[$1 || ':b', $1], $2, '1 hour', '30 seconds'))[2]", "_all"};
+    throw Failure("--primitive is lease, semaphore, shared or all, not " + name);
+}
+
+void run_release(int trials, const Primitive& primitive)
 {
     auto holder = connect("handover-holder");
     auto head = connect("handover-waiter");
     auto second = connect("handover-waiter");
     auto monitor = connect("handover-monitor");
-    const std::string acquire = "SELECT lease.lease_acquire($1, $2, '1 hour', '30 seconds')";
-    Samples handover{"release_to_head", {}}, release_call{"release_call", {}};
+    const std::string suffix = primitive.suffix;
+    Samples handover{"release_to_head" + suffix, {}}, release_call{"release_call" + suffix, {}};
     // Where the time goes, from the server's clock in lease.history (the same
     // clock as this client's on one machine): sent → the release's event,
     // → the grant's event (the release commits, the head wakes and retries),
     // → the client has the token (the grant commits, the answer travels).
-    Samples to_released{"release_sent_to_released_event", {}}, to_acquired{"released_event_to_acquired_event", {}},
-        to_client{"acquired_event_to_client", {}};
+    Samples to_released{"release_sent_to_released_event" + suffix, {}},
+        to_acquired{"released_event_to_acquired_event" + suffix, {}}, to_client{"acquired_event_to_client" + suffix, {}};
     long long out_of_order = 0;
     for (int t = 1; t <= trials; ++t) {
         const std::string name = "release:" + std::to_string(getpid()) + ":" + std::to_string(t);
-        const std::string held =
-            *must(*holder, "SELECT lease.lease_acquire($1, 'holder', '1 hour')", {name}).get();
+        const std::string held = *must(*holder, primitive.hold, {name}).get();
         InFlight first_flight, second_flight, release_flight;
-        send(first_flight, *head, acquire, {name, "first"});
+        send(first_flight, *head, primitive.head, {name, "first"});
         await_wait_event(*monitor, head->backend_pid(), "Extension", "Extension");
-        send(second_flight, *second, acquire, {name, "second"});
+        send(second_flight, *second, primitive.second, {name, "second"});
         await_wait_event(*monitor, second->backend_pid(), "Lock", "advisory");
 
         const Steady::time_point start = Steady::now();
@@ -335,7 +369,7 @@ void run_release(int trials)
         print_latency(to_acquired);
         print_latency(to_client);
     }
-    print_count("release_out_of_order", out_of_order);
+    print_count("release_out_of_order" + suffix, out_of_order);
 }
 
 // --------------------------------------------------- holders in child processes
@@ -828,7 +862,7 @@ void run_keepalive(const std::vector<int>& sizes, int seconds, int rounds)
 int usage()
 {
     std::fprintf(stderr,
-                 "usage: handover release --trials N\n"
+                 "usage: handover release --trials N [--primitive lease|semaphore|shared|all]\n"
                  "       handover kill-bound --trials N\n"
                  "       handover kill-plain --trials N --ttl-ms T --batch B\n"
                  "       handover expiry --trials N --ttl-ms T\n"
@@ -865,7 +899,8 @@ int main(int argc, char** argv)
     signal(SIGPIPE, SIG_IGN);
     try {
         if (mode == "release")
-            run_release(number("trials", 200));
+            run_release(number("trials", 200),
+                        primitive_named(options.count("primitive") ? options["primitive"] : "lease"));
         else if (mode == "kill-bound")
             run_kill(number("trials", 100), Hold::bound_session, 0, 1);
         else if (mode == "kill-plain")

@@ -29,7 +29,7 @@ function lat_row(key, what, target, limit,    result) {
 }
 
 $1 == "lat" { n[$2] = $3; p50[$2] = $4; p90[$2] = $5; p99[$2] = $6; max[$2] = $7 }
-$1 == "count" { count[$2] = $3 }
+$1 == "count" { count[$2] = $3; if ($2 ~ /^release_out_of_order/) out_of_order += $3 }
 $1 == "keepalive" { ka[++nka] = $2; ka_ops[$2] = $3; ka_p50[$2] = $4; ka_p99[$2] = $5 }
 $1 == "keepalive_ratio" { ka_ratio[$2] = $3 }
 $1 == "nosync_keepalive" { nka2++; ka2_ops[$2] = $3; ka2_p50[$2] = $4; ka2_p99[$2] = $5 }
@@ -54,6 +54,9 @@ END {
     print "| from → a waiter holds the lease | trials | p50 ms | p90 ms | p99 ms | max ms | target | result |"
     print "|---|---:|---:|---:|---:|---:|---:|---|"
     lat_row("release_to_head", "`lease_release` sent → the longest-waiting of two waiters", "p99 ≤ 10 ms", 10)
+    lat_row("release_to_head_semaphore", "the same with a one-permit semaphore (`semaphore_acquire`)", "p99 ≤ 10 ms", 10)
+    lat_row("release_to_head_shared", "the same, a shared waiter after an exclusive holder (`lease_acquire_shared`)", "p99 ≤ 10 ms", 10)
+    lat_row("release_to_head_all", "the same, a waiter for two names at once (`lease_acquire_all`)", "p99 ≤ 10 ms", 10)
     lat_row("release_sent_to_released_event", "(of which: sent → the release's `lease.history` row)", "", "")
     lat_row("released_event_to_acquired_event", "(of which: → the grant's row: the release commits, the head wakes and retries)", "", "")
     lat_row("acquired_event_to_client", "(of which: → the client has the token: the grant commits, the answer arrives)", "", "")
@@ -72,7 +75,7 @@ END {
     printf "behind it). Trials not counted because a plain lease expired before every\n"
     printf "waiter of its batch was asleep: %s of the kill trials, %s of the expiry trials.\n",
         commas(count["plain_discarded_late_start"] + 0), commas(count["expiry_discarded_late_start"] + 0)
-    printf "A queued second waiter was served before the head: %s times.\n", commas(count["release_out_of_order"] + 0)
+    printf "A queued second waiter was served before the head (any primitive): %s times.\n", commas(out_of_order + 0)
     if ("idle_queue_cancelled" in count)
         printf "The %s waiters still queued at the end were cancelled (`pg_cancel_backend`, SQLSTATE 57014): %s did.\n",
             commas(idle_n["queue"] - 1), commas(count["idle_queue_cancelled"])

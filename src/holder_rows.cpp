@@ -142,26 +142,82 @@ int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const
     return token;
 }
 
-// holder_heartbeat($1 token, $2 now, $3 explicit expires_at or NULL)
-constexpr StoredQuery query_holder_heartbeat = {
-    "UPDATE lease.holders"
-    "   SET renewed_at = $2, expires_at = COALESCE($3, $2 OPERATOR(pg_catalog.+) ttl)"
-    " WHERE token OPERATOR(pg_catalog.=) $1"
-    "   AND session IS NULL"
-    "   AND expires_at OPERATOR(pg_catalog.>) $2",
-    3,
-    {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
+// The role test of the fast paths below ($4 caller's role, $5 caller is
+// admin), as caller_acts_for(): it is true at once for the holder's own role.
+#define CALLER_ACTS_FOR_HOLDER \
+    " AND (h.role OPERATOR(pg_catalog.=) $4 OR $5" \
+    "      OR pg_catalog.pg_has_role($4::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE'))"
 
-bool store_holder_heartbeat(int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
+// holder_heartbeat($1 token, $2 now, $3 explicit expires_at or NULL,
+// $4 caller's role, $5 caller is admin, $6 name): a live, non-session holder
+// of name that the caller acts for.
+constexpr StoredQuery query_holder_heartbeat = {
+    "UPDATE lease.holders AS h"
+    "   SET renewed_at = $2, expires_at = COALESCE($3, $2 OPERATOR(pg_catalog.+) h.ttl)"
+    " WHERE h.token OPERATOR(pg_catalog.=) $1"
+    "   AND h.name OPERATOR(pg_catalog.=) $6"
+    "   AND h.session IS NULL"
+    "   AND h.expires_at OPERATOR(pg_catalog.>) $2" CALLER_ACTS_FOR_HOLDER,
+    6,
+    {INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, BOOLOID, TEXTOID}};
+
+bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
+                            Oid caller, bool admin)
 {
-    Datum values[3] = {Int64GetDatum(token), TimestampTzGetDatum(now),
-                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0)};
-    const char nulls[3] = {' ', ' ', explicit_expires_at ? ' ' : 'n'};
-    const CallerIdentity caller = connect_as_lease_owner();
+    Datum values[6] = {Int64GetDatum(token),
+                       TimestampTzGetDatum(now),
+                       explicit_expires_at ? TimestampTzGetDatum(*explicit_expires_at) : static_cast<Datum>(0),
+                       ObjectIdGetDatum(caller),
+                       BoolGetDatum(admin),
+                       PointerGetDatum(name)};
+    const char nulls[6] = {' ', ' ', explicit_expires_at ? ' ' : 'n', ' ', ' ', ' '};
+    const CallerIdentity caller_identity = connect_as_lease_owner();
     run(query_holder_heartbeat, values, nulls, false);
     const bool extended = SPI_processed == 1;
-    finish_as_caller(caller);
+    finish_as_caller(caller_identity);
     return extended;
+}
+
+// holder_release($1 token, $2 now, $3 name, $4 caller's role, $5 caller is
+// admin): ends a live, non-session holder of name that the caller acts for,
+// and frees the name when it was the last, in one statement. (The main query
+// does not see the CTE's delete: the last holder is the one no other is
+// beside.)
+constexpr StoredQuery query_holder_release = {
+    "WITH ended AS ("
+    "  DELETE FROM lease.holders AS h"
+    "   WHERE h.token OPERATOR(pg_catalog.=) $1"
+    "     AND h.name OPERATOR(pg_catalog.=) $3"
+    "     AND h.session IS NULL"
+    "     AND h.expires_at OPERATOR(pg_catalog.>) $2" CALLER_ACTS_FOR_HOLDER
+    "  RETURNING h.owner, h.role),"
+    " cleared AS ("
+    "  UPDATE lease.leases AS l SET expires_at = $2"
+    "   WHERE l.name OPERATOR(pg_catalog.=) $3"
+    "     AND EXISTS (SELECT FROM ended)"
+    "     AND l.owner IS NULL"
+    "     AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+    "     AND NOT EXISTS (SELECT FROM lease.holders AS o"
+    "                      WHERE o.name OPERATOR(pg_catalog.=) $3 AND o.token OPERATOR(pg_catalog.<>) $1))"
+    " SELECT owner, role FROM ended",
+    5,
+    {INT8OID, TIMESTAMPTZOID, TEXTOID, REGROLEOID, BOOLOID}};
+
+bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,
+                          Oid* role)
+{
+    Datum values[5] = {Int64GetDatum(token), TimestampTzGetDatum(now), PointerGetDatum(name),
+                       ObjectIdGetDatum(caller), BoolGetDatum(admin)};
+    const CallerIdentity caller_identity = connect_as_lease_owner();
+    run(query_holder_release, values, nullptr, false);
+    const bool released = SPI_processed == 1;
+    if (released) {
+        bool isnull;
+        *owner = result_text(0, 1);
+        *role = DatumGetObjectId(result_value(0, 2, &isnull));
+    }
+    finish_as_caller(caller_identity);
+    return released;
 }
 
 // holder_end($1 token)

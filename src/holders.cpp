@@ -43,26 +43,37 @@ bool callers_live_holder(const text* name, int64 token, TimestampTz now, HolderS
 
 }  // namespace
 
+// Heartbeat and release try one statement that does the whole change for a
+// live, non-session holder the caller acts for; only when it changes nothing
+// do they read the holder to tell why (42501, or a session holder).
 bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at)
 {
-    HolderState holder;
-    if (!callers_live_holder(name, token, now, &holder))
-        return false;
-    // A session holder lives by its session: the answer is that it is live.
-    if (holder.session != 0)
+    const LOCKTAG tag = holder_tag(token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    if (store_holder_heartbeat(name, token, now, explicit_expires_at, GetUserId(), caller_is_admin())) {
+        // A one-off ttl may bring the expiry forward: the first waiter re-reads it.
+        if (explicit_expires_at != nullptr)
+            wake_waiters_at_commit(name);
         return true;
-    const bool extended = store_holder_heartbeat(token, now, explicit_expires_at);
-    if (extended && explicit_expires_at != nullptr)
-        wake_waiters_at_commit(name);
-    return extended;
+    }
+    LockRelease(&tag, ShareLock, false);
+    HolderState holder;
+    // A session holder lives by its session: the answer is that it is live.
+    return callers_live_holder(name, token, now, &holder) && holder.session != 0;
 }
 
 bool release_holder(const text* name, int64 token, TimestampTz now)
 {
-    HolderState holder;
     forget_passed_fence_checks();
-    if (!callers_live_holder(name, token, now, &holder) || !store_holder_end(name, token, now))
-        return false;
+    const LOCKTAG tag = holder_tag(token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    HolderState holder = {};
+    if (!store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder.owner, &holder.role)) {
+        LockRelease(&tag, ShareLock, false);
+        if (!callers_live_holder(name, token, now, &holder) || holder.session == 0 ||
+            !store_holder_end(name, token, now))
+            return false;
+    }
     record_event(Event::released, name, token, holder.owner, holder.session, holder.role);
     count_event(Counter::releases);
     wake_waiters_at_commit(name);

@@ -87,8 +87,15 @@ bool store_holder(int64 token, HolderState* holder);
 // Call with the name's fence lock held in ExclusiveLock.
 int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const text* owner, const Interval* ttl,
                          TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
-// Extends a live, non-session holder by explicit_expires_at or its ttl.
-bool store_holder_heartbeat(int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
+// Extends a live, non-session holder of name that caller (admin: an admin of
+// the extension) acts for, by explicit_expires_at or its ttl; false, changing
+// nothing, otherwise.
+bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
+                            Oid caller, bool admin);
+// Ends such a holder, freeing the name when it was the last, and tells who it
+// was; false, changing nothing, otherwise.
+bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,
+                          Oid* role);
 // Deletes the holder; when it was the name's last, clears the name's mark.
 // Call with the name's fence lock held (any mode: a grant that adds a holder
 // holds it in ExclusiveLock), and the holder's lock in ExclusiveLock unless
