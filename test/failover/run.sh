@@ -383,12 +383,18 @@ if setup_pair sync_primary sync_standby sync; then
     # A hot standby refuses every state change with 25006, never XX000, and
     # still serves the fence's read.
     for call in "lease.lease_heartbeat('job:applied', $token)" "lease.lease_release('job:applied', $token)" \
-        "lease.lease_acquire('job:applied', 'w')" "lease.lease_revoke('job:applied')" "lease.session_open('w')"; do
+        "lease.lease_acquire('job:applied', 'w')" "lease.lease_revoke('job:applied')" "lease.session_open('w')" \
+        "lease.semaphore_acquire('sem', 'w', 2)" "lease.lease_acquire_shared('shr', 'w')" \
+        "lease.lease_acquire_all(ARRAY['a', 'b'], 'w')" "lease.lease_set_value('job:applied', $token, '1')"; do
         state=$(nsql sync_standby -c "\\set VERBOSITY sqlstate" -c "SELECT $call" 2>&1)
         check "sync: on the hot standby, SELECT $call fails with 25006 ($state)" "" [ "$state" = "ERROR:  25006" ]
     done
     fence=$(nsql sync_standby -c "SELECT lease.fenced_write('job:applied', $token)" 2>&1)
     check "sync: on the hot standby, the fence passes the live token ($fence)" "" [ -z "$fence" ]
+    leader=$(nsql sync_standby -c "SELECT owner || ' ' || token FROM lease.leader('job:applied')" 2>&1)
+    check "sync: on the hot standby, lease.leader answers ($leader)" "" [ "$leader" = "w $token" ]
+    waiters=$(nsql sync_standby -c "SELECT count(*) FROM lease.waiters" 2>&1)
+    check "sync: on the hot standby, lease.waiters answers ($waiters)" "" [ "$waiters" = 0 ]
 
     # Stop the primary while four sessions are granting and writing.
     run_workload sync_primary "$S/run" 5000 sync background
