@@ -182,5 +182,19 @@ SELECT dblink_disconnect('writer'), dblink_disconnect('reader');
 DROP FUNCTION line_length(int);
 DROP EXTENSION dblink;
 
+-- 12. A pool's claim and an idempotency key's begin take a name with holders
+-- as busy, and lease.prune forgets the values of pruned names.
+SELECT lease.semaphore_acquire('key:1', 'w', 2) IS NOT NULL AS permit;
+SELECT status FROM lease.idempotency_begin('key:1', 'fingerprint', 'w');
+SELECT lease.pool_put('jobs', 'job:1');
+SELECT lease.semaphore_acquire('job:1', 'w', 2) IS NOT NULL AS permit;
+SELECT lease.session_open('claimer', '1 minute') AS claimer \gset
+SELECT count(*) AS claimed FROM lease.claim('jobs', :claimer);
+SELECT lease.lease_revoke('job:1') IS NOT NULL AS revoked;
+SELECT name FROM lease.claim('jobs', :claimer);
+SELECT count(*) AS values_before FROM lease.lease_values;
+SELECT lease.prune('0') > 0 AS pruned;
+SELECT count(*) AS values_after FROM lease.lease_values WHERE name NOT IN (SELECT name FROM lease.leases);
+
 DROP TABLE export_rows;
 DROP EXTENSION lease;

@@ -43,6 +43,15 @@ bool callers_live_holder(const text* name, int64 token, TimestampTz now, HolderS
 
 }  // namespace
 
+bool name_has_holders(const text* name, const LeaseState& lease)
+{
+    if (!may_have_holders(lease) || !catalog_has_holders())
+        return false;
+    int count;
+    (void) store_holders(name, &count);
+    return count > 0;
+}
+
 // Heartbeat and release try one statement that does the whole change for a
 // live, non-session holder the caller acts for; only when it changes nothing
 // do they read the holder to tell why (42501, or a session holder).

@@ -7,6 +7,11 @@
 
 namespace lease {
 
+// Whether name has holders in lease.holders, live or not yet reported: a
+// grant that does not deal with them (a pool's claim, an idempotency key's
+// begin) takes the name as busy.
+bool name_has_holders(const text* name, const LeaseState& lease);
+
 // lease_heartbeat and lease_release for a holder's token, called with the
 // name's fence lock held in ShareLock when the name may have holders.
 bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);

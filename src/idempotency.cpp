@@ -5,6 +5,7 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "grants.hpp"
+#include "holders.hpp"
 #include "lease_store.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
@@ -113,13 +114,13 @@ Datum idempotency_begin(FunctionCallInfo fcinfo)
     }
 
     // The key's lease may also be held outside the key (lease_acquire of the
-    // same name), or waited for: then the key is in progress too, exactly as
-    // lease_acquire would not take it.
+    // same name, or as a semaphore or shared lease), or waited for: then the
+    // key is in progress too, exactly as lease_acquire would not take it.
     const LeaseState lease = read_latest(key);
     TimestampTz expiry;
     int64 bound_session;
     const bool live = grant_live(lease, now, &expiry, &bound_session);
-    if (live || waiters_queued(key)) {
+    if (live || waiters_queued(key) || name_has_holders(key, lease)) {
         LockRelease(&fence, ExclusiveLock, false);
         return_begin_row(fcinfo, "in_progress", 0, nullptr);
         return static_cast<Datum>(0);

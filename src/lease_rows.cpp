@@ -386,6 +386,13 @@ constexpr StoredQuery query_prune_sessions = {
     1,
     {TIMESTAMPTZOID}};
 
+// prune_values: the values of names whose rows are gone.
+constexpr StoredQuery query_prune_values = {
+    "DELETE FROM lease.lease_values AS v"
+    " WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name)",
+    0,
+    {}};
+
 int64 store_prune(TimestampTz cutoff)
 {
     Datum values[1] = {TimestampTzGetDatum(cutoff)};
@@ -395,6 +402,8 @@ int64 store_prune(TimestampTz cutoff)
     const int64 pruned = static_cast<int64>(SPI_processed);
     if (catalog_has_sessions())
         run(query_prune_sessions, values, nullptr, false);
+    if (catalog_has_holders())
+        run(query_prune_values, nullptr, nullptr, false);
     finish_as_caller(caller);
     return pruned;
 }

@@ -6,6 +6,7 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "grants.hpp"
+#include "holders.hpp"
 #include "lease_store.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
@@ -136,7 +137,7 @@ int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 se
     const LeaseState lease = read_latest(name);
     TimestampTz expiry;
     int64 bound_session;
-    if (grant_live(lease, granted_at, &expiry, &bound_session)) {
+    if (grant_live(lease, granted_at, &expiry, &bound_session) || name_has_holders(name, lease)) {
         LockRelease(&tag, ExclusiveLock, false);
         return 0;
     }
