@@ -7,7 +7,7 @@
 // Each step is one statement on one of three connections per database (two
 // as a superuser, one as an application role), sent to the same connection of
 // both: transactions at every isolation level, read-only ones, every
-// state-changing call, fenced writes, DBA changes to lease.leases (CHECK and
+// state-changing call (shared grants and semaphore permits among them), fenced writes, DBA changes to lease.leases (CHECK and
 // NOT NULL constraints, added and dropped columns, a stored generated column,
 // a unique index, a publication without a replica identity) and killed
 // backends. A statement that would wait for another connection's transaction
@@ -159,7 +159,17 @@ public:
             step.sql = "SELECT count(*) FROM lease.leases";
             step.kind = "snapshot";
         } else if (roll < 30) {
-            step.sql = "SELECT lease.lease_acquire($1::text, $2::text, '1 hour')";
+            // Mostly leases; shared grants and permits of a two-permit
+            // semaphore on the same names, so that the direct writes meet
+            // names whose holders live in lease.holders (and 22023 when a
+            // name is asked as the other kind).
+            static const char* acquires[] = {
+                "SELECT lease.lease_acquire($1::text, $2::text, '1 hour')",
+                "SELECT lease.lease_acquire($1::text, $2::text, '1 hour')",
+                "SELECT lease.lease_acquire_shared($1::text, $2::text, '1 hour')",
+                "SELECT lease.semaphore_acquire($1::text, $2::text, 2, '1 hour')",
+            };
+            step.sql = acquires[pick(4)];
             step.params = {name(), owner()};
             step.kind = "acquire";
         } else if (roll < 45) {
@@ -280,6 +290,8 @@ std::string final_state(const std::string& database)
         "  (SELECT string_agg(concat_ws('|', id, owner, closed_at IS NULL), ';' ORDER BY id) FROM lease.sessions),"
         "  (SELECT string_agg(concat_ws('|', event, name, token, owner, session), ';' ORDER BY name, token, event, owner)"
         "     FROM lease.history),"
+        "  (SELECT string_agg(concat_ws('|', token, name, mode, owner, role, session, expires_at > now()), ';'"
+        "                     ORDER BY token) FROM lease.holders),"
         "  (SELECT last_value FROM lease.fencing_token_seq))");
 }
 
