@@ -30,9 +30,16 @@ export class Lease {
   release(): Promise<boolean>;
 }
 
-export function hold(clientConfig: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
+/**
+ * A libpq connection string (keyword = value pairs or a postgresql:// URI) as
+ * a pg config; a config object passes as it is. Throws a TypeError when it is
+ * missing or malformed.
+ */
+export function clientConfig(connection: string | ClientConfig): ClientConfig;
+
+export function hold(connection: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
 export function withLease<T>(
-  clientConfig: string | ClientConfig,
+  connection: string | ClientConfig,
   name: string,
   options: HoldOptions | undefined,
   fn: (lease: Lease) => Promise<T>,
@@ -41,6 +48,8 @@ export function withLease<T>(
 /** SQLSTATE LF001: a write under a stale or expired token was rejected. `cause` is pg's DatabaseError. */
 export class FencedError extends Error {
   readonly code: 'LF001';
+  /** The server's DETAIL (the message ends with it too). */
+  readonly detail: string | undefined;
 }
 export class NotAcquiredError extends Error {}
 export class LeaseLostError extends Error {}

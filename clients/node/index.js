@@ -25,12 +25,17 @@ const RELEASE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
 // the rest of the transaction: INSERT, UPDATE and DELETE alike.
 const FENCE = 'SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)';
 
-/** SQLSTATE LF001: the server rejected a write made under a stale or expired token. */
+/**
+ * SQLSTATE LF001: the server rejected a write made under a stale or expired
+ * token. The message is the server's, with its DETAIL (which grant, since
+ * when); `detail` holds the DETAIL alone and `cause` is pg's DatabaseError.
+ */
 class FencedError extends Error {
   constructor(dbError) {
-    super(dbError.message, { cause: dbError });
+    super(dbError.detail ? `${dbError.message}\nDETAIL: ${dbError.detail}` : dbError.message, { cause: dbError });
     this.name = 'FencedError';
     this.code = 'LF001';
+    this.detail = dbError.detail;
   }
 }
 
@@ -66,6 +71,128 @@ class CallTimeout extends Error {
   }
 }
 
+// The helper's messages for bad input, the same in every helper of
+// clients/ (docs/clients.md, "Bad input").
+const MESSAGES = {
+  name: 'pglease: the lease name must not be empty',
+  ttl: `pglease: the ttl must be at least ${MIN_TTL_MS} ms`,
+  wait: 'pglease: wait must not be negative',
+  grace: 'pglease: grace must be between 0 and ttl/2',
+  connection: 'pglease: no connection given',
+  malformed: 'pglease: malformed connection string: ',
+};
+
+// libpq keywords (docs: libpq "Parameter Key Words") and what pg.Client calls them.
+const LIBPQ_KEYWORDS = {
+  host: 'host',
+  hostaddr: 'host',
+  port: 'port',
+  dbname: 'database',
+  user: 'user',
+  password: 'password',
+  application_name: 'application_name',
+  fallback_application_name: 'fallback_application_name',
+  options: 'options',
+  connect_timeout: 'connect_timeout',
+  sslmode: 'sslmode',
+  keepalives: 'keepalives',
+  keepalives_idle: 'keepalives_idle',
+  client_encoding: 'client_encoding',
+  target_session_attrs: 'target_session_attrs',
+};
+
+/**
+ * Parses a libpq connection string of keyword = value pairs (values may be
+ * single-quoted, with \\' and \\\\ escapes), as psql and psycopg take it, into a
+ * pg.Client config. Throws a TypeError for a malformed one.
+ */
+function parseKeywordValue(text) {
+  const config = {};
+  let i = 0;
+  const space = (c) => c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f' || c === '\v';
+  for (;;) {
+    while (i < text.length && space(text[i])) i++;
+    if (i >= text.length) break;
+    let key = '';
+    while (i < text.length && text[i] !== '=' && !space(text[i])) key += text[i++];
+    while (i < text.length && space(text[i])) i++;
+    if (text[i] !== '=') throw new TypeError(`${MESSAGES.malformed}missing "=" after "${key}"`);
+    i++;
+    while (i < text.length && space(text[i])) i++;
+    let value = '';
+    if (text[i] === "'") {
+      i++;
+      for (;;) {
+        if (i >= text.length) throw new TypeError(`${MESSAGES.malformed}unterminated quoted string`);
+        if (text[i] === '\\' && i + 1 < text.length) {
+          value += text[i + 1];
+          i += 2;
+        } else if (text[i] === "'") {
+          i++;
+          break;
+        } else {
+          value += text[i++];
+        }
+      }
+    } else {
+      while (i < text.length && !space(text[i])) {
+        if (text[i] === '\\' && i + 1 < text.length) i++;
+        value += text[i++];
+      }
+    }
+    const property = LIBPQ_KEYWORDS[key];
+    if (!property) throw new TypeError(`${MESSAGES.malformed}invalid connection option "${key}"`);
+    config[property] = value;
+  }
+  return config;
+}
+
+/**
+ * What pg.Client takes, made from what the helpers take: a libpq connection
+ * string (keyword = value pairs, or a postgresql:// or postgres:// URI), or
+ * pg's own config object. Throws a TypeError before any round trip when it is
+ * missing or malformed.
+ */
+function clientConfig(connection) {
+  if (connection === null || connection === undefined) throw new TypeError(MESSAGES.connection);
+  if (typeof connection === 'object') return connection;
+  if (typeof connection !== 'string') throw new TypeError(MESSAGES.connection);
+  if (/^postgres(ql)?:\/\//.test(connection)) {
+    try {
+      new URL(connection); // eslint-disable-line no-new
+    } catch (err) {
+      throw new TypeError(`${MESSAGES.malformed}${err.message}`);
+    }
+    return { connectionString: connection };
+  }
+  const config = parseKeywordValue(connection);
+  if (config.port !== undefined) {
+    if (!/^[0-9]+$/.test(config.port)) throw new TypeError(`${MESSAGES.malformed}invalid port "${config.port}"`);
+    config.port = Number(config.port);
+  }
+  if (config.connect_timeout !== undefined) {
+    config.connectionTimeoutMillis = Number(config.connect_timeout) * 1000;
+    delete config.connect_timeout;
+  }
+  if (config.keepalives !== undefined) {
+    config.keepAlive = config.keepalives !== '0';
+    delete config.keepalives;
+  }
+  if (config.keepalives_idle !== undefined) {
+    config.keepAliveInitialDelayMillis = Number(config.keepalives_idle) * 1000;
+    delete config.keepalives_idle;
+  }
+  if (config.sslmode !== undefined) {
+    const mode = config.sslmode;
+    delete config.sslmode;
+    if (mode === 'require' || mode === 'prefer' || mode === 'allow') config.ssl = { rejectUnauthorized: false };
+    else if (mode === 'verify-ca' || mode === 'verify-full') config.ssl = true;
+    else if (mode !== 'disable') throw new TypeError(`${MESSAGES.malformed}invalid sslmode "${mode}"`);
+  }
+  for (const key of ['fallback_application_name', 'client_encoding', 'target_session_attrs']) delete config[key];
+  return config;
+}
+
 const clamp = (value, low, high) => Math.max(low, Math.min(high, value));
 
 function defaultOwner() {
@@ -73,21 +200,23 @@ function defaultOwner() {
 }
 
 class Lease {
-  constructor(clientConfig, name, options = {}) {
-    if (typeof name !== 'string' || name === '') throw new TypeError('the lease name must be a non-empty string');
+  constructor(connection, name, options = {}) {
+    const config = clientConfig(connection);
+    if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+    options = options ?? {};
     const ttl = options.ttl ?? DEFAULT_TTL_MS;
-    if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`ttl must be at least ${MIN_TTL_MS} ms, not ${ttl}`);
+    if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`${MESSAGES.ttl}, not ${ttl}`);
     const wait = options.wait ?? 0;
-    if (!Number.isFinite(wait) || wait < 0) throw new RangeError('wait must be a number of milliseconds, not negative');
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
     const grace = options.grace ?? ttl / 5;
-    if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError('grace must be between 0 and ttl/2');
+    if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError(MESSAGES.grace);
 
     this.name = name;
     this.owner = options.owner || defaultOwner();
     this.ttl = ttl;
     /** The fencing token of this grant, a BigInt. */
     this.token = null;
-    this._clientConfig = clientConfig;
+    this._clientConfig = config;
     this._wait = wait;
     // Every period counts from when the last successful acquire or heartbeat
     // was sent (docs/cli.md, "How run keeps the command inside the lease"):
@@ -129,6 +258,7 @@ class Lease {
    * token would last one statement: use transaction().
    */
   async fence(client) {
+    if (client === null || client === undefined) throw new TypeError(MESSAGES.connection);
     try {
       await client.query(FENCE, [this.name, this.token.toString()]);
     } catch (err) {
@@ -142,6 +272,8 @@ class Lease {
    * it; rolls back if fn throws. LF001 from any step throws a FencedError.
    */
   async transaction(db, fn) {
+    if (db === null || db === undefined) throw new TypeError(MESSAGES.connection);
+    if (typeof fn !== 'function') throw new TypeError('pglease: transaction() needs a function to run');
     const pooled = typeof db.idleCount === 'number';
     const client = pooled ? await db.connect() : db;
     try {
@@ -305,16 +437,17 @@ class Lease {
 
 /**
  * Acquires lease `name` and heartbeats it until `lease.release()`.
- * `clientConfig` is what `new pg.Client()` takes (a connection string or a
- * config object), for the helper's own client. Options, in milliseconds:
+ * `connection` is a libpq connection string (keyword = value pairs, or a
+ * postgresql:// URI) or what `new pg.Client()` takes (a config object), for
+ * the helper's own client. Options, in milliseconds:
  * `ttl` (default 20000, at least 100), `wait` (how long to wait in the
  * server's queue while another owner holds the lease; default 0, one try;
  * then NotAcquiredError),
  * `grace` (default ttl/5, at most ttl/2: the time your code has to stop after
  * the loss signal), `owner` (default host:pid:random).
  */
-async function hold(clientConfig, name, options) {
-  const lease = new Lease(clientConfig, name, options);
+async function hold(connection, name, options) {
+  const lease = new Lease(connection, name, options);
   try {
     await lease._acquire();
   } catch (err) {
@@ -330,8 +463,9 @@ async function hold(clientConfig, name, options) {
  * what fn returned. If fn succeeded but the lease was lost meanwhile, throws
  * the LeaseLostError.
  */
-async function withLease(clientConfig, name, options, fn) {
-  const lease = await hold(clientConfig, name, options);
+async function withLease(connection, name, options, fn) {
+  if (typeof fn !== 'function') throw new TypeError('pglease: withLease() needs a function to run');
+  const lease = await hold(connection, name, options);
   let result;
   try {
     result = await fn(lease);
@@ -343,4 +477,4 @@ async function withLease(clientConfig, name, options, fn) {
   return result;
 }
 
-module.exports = { hold, withLease, Lease, FencedError, NotAcquiredError, LeaseLostError, isFenced };
+module.exports = { hold, withLease, Lease, FencedError, NotAcquiredError, LeaseLostError, isFenced, clientConfig };

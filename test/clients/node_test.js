@@ -24,7 +24,7 @@ function report(ok, description, ...diagnostic) {
 }
 
 async function admin(text, values = []) {
-  const client = new pg.Client(CONN);
+  const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {
     return (await client.query(text, values)).rows[0];
@@ -125,6 +125,74 @@ async function testErrors() {
   }
 }
 
+// The same bad input gets the same message from every helper
+// (docs/clients.md, "Bad input"), before any round trip: the server here is
+// unreachable, so a round trip would fail with ECONNREFUSED instead.
+async function testBadInput() {
+  const unreachable = new URL(CONN);
+  unreachable.port = '1';
+  const down = unreachable.toString();
+  const cases = [
+    ['an empty name', () => pglease.hold(down, ''), TypeError, 'pglease: the lease name must not be empty'],
+    ['a zero ttl', () => pglease.hold(down, 'node-bad', { ttl: 0 }), RangeError, 'pglease: the ttl must be at least 100 ms, not 0'],
+    ['a negative ttl', () => pglease.hold(down, 'node-bad', { ttl: -1000 }), RangeError, 'pglease: the ttl must be at least 100 ms, not -1000'],
+    ['a negative wait', () => pglease.hold(down, 'node-bad', { wait: -1 }), RangeError, 'pglease: wait must not be negative'],
+    ['no connection (null)', () => pglease.hold(null, 'node-bad'), TypeError, 'pglease: no connection given'],
+    ['no connection (undefined)', () => pglease.withLease(undefined, 'node-bad', {}, async () => {}), TypeError, 'pglease: no connection given'],
+    ['a malformed key=value string', () => pglease.hold('host=/tmp port=1 dbname', 'node-bad'), TypeError,
+      'pglease: malformed connection string: missing "=" after "dbname"'],
+    ['an unknown keyword', () => pglease.hold('host=/tmp port=1 colour=blue', 'node-bad'), TypeError,
+      'pglease: malformed connection string: invalid connection option "colour"'],
+    ['a malformed URI', () => pglease.hold('postgresql://[::1', 'node-bad'), TypeError, 'pglease: malformed connection string: Invalid URL'],
+  ];
+  for (const [what, call, type, message] of cases) {
+    try {
+      await call();
+      report(false, `bad input, ${what}: "${message}"`);
+    } catch (err) {
+      report(err instanceof type && err.message === message, `bad input, ${what}: ${type.name} "${message}" before any round trip`, err);
+    }
+  }
+  const lease = await pglease.hold(CONN, `${PREFIX}bad-input`, { ttl: 5000 });
+  try {
+    for (const [what, call] of [
+      ['transaction(null)', () => lease.transaction(null, async () => {})],
+      ['fence(undefined)', () => lease.fence(undefined)],
+    ]) {
+      try {
+        await call();
+        report(false, `bad input, ${what}: "pglease: no connection given"`);
+      } catch (err) {
+        report(err instanceof TypeError && err.message === 'pglease: no connection given', `bad input, ${what}: TypeError "pglease: no connection given"`, err);
+      }
+    }
+  } finally {
+    await lease.release();
+  }
+}
+
+// A libpq keyword = value string (the one psql, psycopg and pgx take) for
+// the helper's own client, and through clientConfig() for the application's.
+async function testKeywordValue() {
+  const conninfo = process.env.CLIENTS_KEYWORD_CONNINFO;
+  const name = `${PREFIX}keyword-value`;
+  try {
+    const lease = await pglease.hold(conninfo, name, { ttl: 5000 });
+    const client = new pg.Client(pglease.clientConfig(conninfo));
+    await client.connect();
+    try {
+      await lease.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'keyword=value')", [name]));
+    } finally {
+      await client.end();
+    }
+    const row = await leaseRow(name);
+    const released = await lease.release();
+    report(row.state === 'held' && released, `a libpq keyword = value string (${conninfo}) works for the helper and through clientConfig() for pg`, row);
+  } catch (err) {
+    report(false, `a libpq keyword = value string (${conninfo}) works for the helper and through clientConfig() for pg`, err);
+  }
+}
+
 async function testHeartbeat() {
   const name = `${PREFIX}heartbeat`;
   await pglease.withLease(CONN, name, { ttl: 1000 }, async (lease) => {
@@ -211,6 +279,8 @@ async function testRevoked() {
       report(err instanceof pglease.FencedError && err.code === 'LF001' && err.cause instanceof pg.DatabaseError && count === 0,
         'a fenced transaction under the revoked token throws FencedError (code LF001, cause pg.DatabaseError) from the fence itself: nothing written to a table without a fence trigger',
         err, count);
+      report(typeof err.detail === 'string' && err.detail.length > 0 && err.detail === err.cause.detail && err.message.includes(err.detail),
+        "the FencedError keeps the server's DETAIL (err.detail, and in its message)", err);
     }
   } finally {
     await client.end();
@@ -290,7 +360,7 @@ async function testOutage() {
 }
 
 async function main() {
-  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

@@ -11,8 +11,8 @@
 # SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
 # database outage signalled as a loss before the lease could expire.
 #
-# Installs the Debian packages it needs, and the npm package pg into
-# clients/node/node_modules (npm install). Expects the extension installed (the
+# Installs the Debian packages it needs, and each helper as its README says,
+# outside the checkout (Node: npm install --install-links, which brings pg). Expects the extension installed (the
 # lease shared library and scripts). CLIENTS_LANGUAGES (default
 # "python pgbouncer go node java") picks the runs. Prints TAP-style lines and
 # "clients: P passed, F failed"; exits non-zero on any failure.
@@ -195,20 +195,28 @@ go_tests() {
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
+# Node: installed as its README says, into an application folder of its own
+# (npm copies the package, and pg comes as its dependency): no NODE_PATH, no
+# node_modules in the checkout.
 node_tests() {
-    if [ ! -d clients/node/node_modules/pg ] &&
-            ! (cd clients/node && npm install --no-audit --no-fund --no-package-lock) >"$WORK/npm.log" 2>&1; then
-        report 1 "node: npm installs pg" "$(cat "$WORK/npm.log")"
+    local app=$WORK/node-app
+    mkdir -p "$app"
+    if ! (cd "$app" && npm init -y && npm install --no-audit --no-fund --install-links "$ROOT/clients/node") >"$WORK/npm.log" 2>&1; then
+        report 1 "node: npm install --install-links clients/node (the README's install)" "$(cat "$WORK/npm.log")"
         return
     fi
-    # require('pglease') and require('pg') as an application would.
-    mkdir -p "$WORK/node_path"
-    ln -sfn "$ROOT/clients/node" "$WORK/node_path/pglease"
+    # A copy (not a link into the checkout) whose pg is the application's.
+    local resolved
+    resolved=$(cd "$app" && node -p "require.resolve('pg', { paths: [require.resolve('pglease')] })" 2>&1)
+    [ ! -L "$app/node_modules/pglease" ] && [ "${resolved#"$app"/node_modules/}" != "$resolved" ]
+    report $? "node: the README's install copies the helper into the application, and its pg resolves there" "pg: $resolved"
     local url="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
-    extract_example clients/node/README.md js >"$WORK/example.js"
-    DATABASE_URL=$url NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules run_example node node "$WORK/example.js"
-    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=node- NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules \
-        run_program node node test/clients/node_test.js
+    extract_example clients/node/README.md js >"$app/example.js"
+    cp test/clients/node_test.js "$app/"
+    # The example gets a libpq keyword = value string, the tests a URI.
+    DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
+    CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
+        run_program node node "$app/node_test.js"
 }
 
 java_tests() {
