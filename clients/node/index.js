@@ -116,7 +116,7 @@ function parseKeywordValue(text) {
     let key = '';
     while (i < text.length && text[i] !== '=' && !space(text[i])) key += text[i++];
     while (i < text.length && space(text[i])) i++;
-    if (text[i] !== '=') throw new TypeError(`${MESSAGES.malformed}missing "=" after "${key}"`);
+    if (text[i] !== '=') throw new TypeError(`${MESSAGES.malformed}missing "=" after "${key}" in connection info string`);
     i++;
     while (i < text.length && space(text[i])) i++;
     let value = '';

@@ -140,7 +140,7 @@ async function testBadInput() {
     ['no connection (null)', () => pglease.hold(null, 'node-bad'), TypeError, 'pglease: no connection given'],
     ['no connection (undefined)', () => pglease.withLease(undefined, 'node-bad', {}, async () => {}), TypeError, 'pglease: no connection given'],
     ['a malformed key=value string', () => pglease.hold('host=/tmp port=1 dbname', 'node-bad'), TypeError,
-      'pglease: malformed connection string: missing "=" after "dbname"'],
+      'pglease: malformed connection string: missing "=" after "dbname" in connection info string'],
     ['an unknown keyword', () => pglease.hold('host=/tmp port=1 colour=blue', 'node-bad'), TypeError,
       'pglease: malformed connection string: invalid connection option "colour"'],
     ['a malformed URI', () => pglease.hold('postgresql://[::1', 'node-bad'), TypeError, 'pglease: malformed connection string: Invalid URL'],

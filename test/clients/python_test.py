@@ -139,6 +139,52 @@ def test_errors():
         report(True, "an unreachable server: psycopg.OperationalError")
 
 
+def test_bad_input():
+    """The same bad input gets the same message from every helper
+    (docs/clients.md, "Bad input"), before any round trip: the server here is
+    unreachable, so a round trip would raise OperationalError instead."""
+    down = f"{CONNINFO} port=1"
+    cases = [
+        ("an empty name", lambda: pglease.hold(down, ""), "pglease: the lease name must not be empty"),
+        ("a zero ttl", lambda: pglease.hold(down, "py-bad", ttl=0), "pglease: the ttl must be at least 100 ms, not 0.0 s"),
+        ("a negative ttl", lambda: pglease.hold(down, "py-bad", ttl=-1), "pglease: the ttl must be at least 100 ms, not -1.0 s"),
+        ("a negative wait", lambda: pglease.hold(down, "py-bad", wait=-0.001), "pglease: wait must not be negative"),
+        ("no connection (None)", lambda: pglease.hold(None, "py-bad"), "pglease: no connection given"),
+        (
+            "a malformed key=value string",
+            lambda: pglease.hold("host=/tmp port=1 dbname", "py-bad"),
+            'pglease: malformed connection string: missing "=" after "dbname" in connection info string',
+        ),
+        (
+            "an unknown keyword",
+            lambda: pglease.hold("host=/tmp port=1 colour=blue", "py-bad"),
+            'pglease: malformed connection string: invalid connection option "colour"',
+        ),
+        (
+            "a malformed URI",
+            lambda: pglease.hold("postgresql://[::1", "py-bad"),
+            "pglease: malformed connection string: ",
+        ),
+    ]
+    for what, call, message in cases:
+        try:
+            with call():
+                pass
+            report(False, f'bad input, {what}: ValueError "{message}"')
+        except ValueError as error:
+            ok = str(error) == message or (message.endswith(": ") and str(error).startswith(message))
+            report(ok, f'bad input, {what}: ValueError "{message}" before any round trip', repr(error))
+        except Exception as error:
+            report(False, f'bad input, {what}: ValueError "{message}"', repr(error))
+    with pglease.hold(CONNINFO, PREFIX + "bad-input", ttl=5) as lease:
+        for what, call in [("transaction(None)", lambda: lease.transaction(None).__enter__()), ("fence(None)", lambda: lease.fence(None))]:
+            try:
+                call()
+                report(False, f'bad input, {what}: ValueError "pglease: no connection given"')
+            except ValueError as error:
+                report(str(error) == "pglease: no connection given", f'bad input, {what}: ValueError "pglease: no connection given"', repr(error))
+
+
 def test_heartbeat():
     name = PREFIX + "heartbeat"
     with pglease.hold(CONNINFO, name, ttl=1) as lease:
@@ -184,6 +230,12 @@ def test_revoked():
         "a fenced transaction under the revoked token raises FencedOff (a psycopg.DatabaseError, sqlstate LF001) "
         "from the fence itself: nothing written to a table without a fence trigger",
         f"{fenced!r}, {written} rows",
+    )
+    report(
+        isinstance(fenced, pglease.FencedError) and bool(fenced.detail) and fenced.detail in str(fenced),
+        "the error is pglease.FencedError too (FencedOff is its old name), and keeps the server's DETAIL "
+        "(error.detail, and in str(error))",
+        f"{fenced!r}: {fenced}",
     )
 
 
@@ -294,6 +346,7 @@ def main():
         test_not_acquired,
         test_waiter_woken,
         test_errors,
+        test_bad_input,
         test_heartbeat,
         test_fence,
         test_revoked,

@@ -38,7 +38,7 @@ fail_setup() {
     exit 1
 }
 
-packages=(python3-psycopg golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
+packages=(python3-psycopg python3-venv python3-setuptools python3-wheel golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 ensure_packages "${packages[@]}" || fail_setup "could not install ${packages[*]}"
@@ -166,12 +166,31 @@ run_example() {
         "exit $rc, $written rows; output: $(cat "$WORK/$label-example.out")"
 }
 
+# Python: installed as its README says, into a virtual environment that sees
+# Debian's psycopg, offline (--no-build-isolation: Debian's setuptools builds
+# it; --no-index: nothing from PyPI).
+PYTHON=$WORK/venv/bin/python
+python_install() {
+    [ -x "$PYTHON" ] && return 0
+    if ! { /usr/bin/python3 -m venv --system-site-packages "$WORK/venv" &&
+            "$WORK/venv/bin/pip" install --no-build-isolation --no-index "$ROOT/clients/python"; } >"$WORK/pip.log" 2>&1; then
+        report 1 "python: pip install --no-build-isolation --no-index clients/python (the README's install)" "$(cat "$WORK/pip.log")"
+        rm -rf "$WORK/venv"
+        return 1
+    fi
+    # What the build leaves in the checkout is ignored by git.
+    local left
+    left=$(git status --porcelain --untracked-files=all -- clients/python 2>/dev/null | grep '^??')
+    [ -z "$left" ] && (cd "$WORK" && "$PYTHON" -c 'import pglease, sys; assert "/venv/" in pglease.__file__, pglease.__file__')
+    report $? "python: the README's install works offline and leaves nothing in the checkout that git would see" "$left"
+}
+
 # python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
 python_tests() {
+    python_install || return
     extract_example clients/python/README.md python >"$WORK/example.py"
-    DATABASE_URL=$1 PYTHONPATH=$ROOT/clients/python/src run_example "$3" /usr/bin/python3 "$WORK/example.py"
-    CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 PYTHONPATH=$ROOT/clients/python/src \
-        run_program "$3" /usr/bin/python3 test/clients/python_test.py
+    DATABASE_URL=$1 run_example "$3" "$PYTHON" "$WORK/example.py"
+    CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
 }
 
 # Go builds offline in GOPATH mode against Debian's packaged modules

@@ -1,7 +1,7 @@
 """Hold a `lease` (the PostgreSQL extension) from Python with psycopg 3.
 
     with pglease.hold("dbname=app", "billing", ttl=20) as lease:
-        with lease.transaction(conn):      # fenced: LF001 raises pglease.FencedOff
+        with lease.transaction(conn):      # fenced: LF001 raises pglease.FencedError
             conn.execute("INSERT ...")
 
 The helper acquires the lease on a connection of its own, heartbeats it there
@@ -24,9 +24,10 @@ from datetime import timedelta
 from typing import Callable, Iterator, Optional, Union
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-__all__ = ["hold", "Lease", "FencedOff", "NotAcquired", "LeaseLost"]
+__all__ = ["hold", "Lease", "FencedError", "FencedOff", "NotAcquired", "LeaseLost"]
 
 log = logging.getLogger("pglease")
 
@@ -48,15 +49,43 @@ _FENCE = (
 )
 
 
-class FencedOff(psycopg.DatabaseError, code="LF001"):
+# The helpers' messages for bad input, the same in every helper of clients/
+# (docs/clients.md, "Bad input"); each is raised before any round trip.
+_NO_NAME = "pglease: the lease name must not be empty"
+_SHORT_TTL = "pglease: the ttl must be at least 100 ms"
+_NEGATIVE_WAIT = "pglease: wait must not be negative"
+_BAD_GRACE = "pglease: grace must be between 0 and ttl/2"
+_NO_CONNECTION = "pglease: no connection given"
+_MALFORMED = "pglease: malformed connection string: "
+
+
+class FencedError(psycopg.DatabaseError, code="LF001"):
     """SQLSTATE LF001: the server rejected a write made under a stale or expired token.
 
     Registered with psycopg when pglease is imported, so every statement that
     fails with LF001 (``lease.fenced_write``, a ``lease.fence_trigger``, or
     ``Lease.fence``) raises it, on any connection. It is a
     ``psycopg.DatabaseError``; the transaction is aborted. Stop working under
-    the lease: another holder has it, or will.
+    the lease: another holder has it, or will. ``detail`` is the server's
+    DETAIL (which grant, since when), and ``str()`` ends with it.
     """
+
+    @property
+    def detail(self) -> Optional[str]:
+        """The server's DETAIL."""
+        return self.diag.message_detail
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        detail = self.detail
+        if detail and detail not in message:
+            message = f"{message}\nDETAIL: {detail}"
+        return message
+
+
+#: The name of :class:`FencedError` before 0.2; kept so that ``except
+#: pglease.FencedOff`` goes on working. Deprecated: use FencedError.
+FencedOff = FencedError
 
 
 class NotAcquired(Exception):
@@ -77,6 +106,18 @@ def _seconds(value: Duration, what: str) -> float:
     return float(value)
 
 
+def _check_conninfo(conninfo: object) -> None:
+    """Refuses a missing or malformed libpq connection string before any round trip."""
+    if conninfo is None:
+        raise ValueError(_NO_CONNECTION)
+    if not isinstance(conninfo, str):
+        raise TypeError(f"the connection must be a libpq connection string, not {type(conninfo).__name__}")
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as error:
+        raise ValueError(_MALFORMED + str(error).strip()) from None
+
+
 def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
@@ -95,17 +136,18 @@ class Lease:
         grace: Optional[Duration] = None,
         on_lost: Optional[Callable[["Lease"], None]] = None,
     ):
+        _check_conninfo(conninfo)
         if not isinstance(name, str) or not name:
-            raise ValueError("the lease name must be a non-empty string")
+            raise ValueError(_NO_NAME)
         ttl_s = _seconds(ttl, "ttl")
         if ttl_s < MIN_TTL.total_seconds():
-            raise ValueError(f"ttl must be at least {MIN_TTL.total_seconds() * 1000:.0f} ms, not {ttl_s} s")
+            raise ValueError(f"{_SHORT_TTL}, not {ttl_s} s")
         wait_s = _seconds(wait, "wait")
         if wait_s < 0:
-            raise ValueError("wait must not be negative")
+            raise ValueError(_NEGATIVE_WAIT)
         grace_s = ttl_s / 5 if grace is None else _seconds(grace, "grace")
         if not 0 <= grace_s <= ttl_s / 2:
-            raise ValueError("grace must be between 0 and ttl/2")
+            raise ValueError(_BAD_GRACE)
 
         self.name = name
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -149,11 +191,13 @@ class Lease:
     def fence(self, conn: psycopg.Connection) -> None:
         """Fence the transaction open on ``conn`` with this lease's token.
 
-        Checks the lease at once (:class:`FencedOff` if the token is stale or
+        Checks the lease at once (:class:`FencedError` if the token is stale or
         the lease expired), holds off any new grant of the lease until the
         transaction ends, and sets ``lease.fence_token`` for the rest of the
         transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
         """
+        if conn is None:
+            raise ValueError(_NO_CONNECTION)
         if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
             raise ValueError(
                 "fence() needs an open transaction: use lease.transaction(conn), "
@@ -164,6 +208,8 @@ class Lease:
     @contextlib.contextmanager
     def transaction(self, conn: psycopg.Connection) -> Iterator[psycopg.Transaction]:
         """``conn.transaction()``, fenced with :meth:`fence`: one call."""
+        if conn is None:
+            raise ValueError(_NO_CONNECTION)
         with conn.transaction() as tx:
             self.fence(conn)
             yield tx
