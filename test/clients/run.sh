@@ -193,19 +193,20 @@ python_tests() {
     CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
 }
 
-# Go builds offline in GOPATH mode against Debian's packaged modules
-# (/usr/share/gocode); module mode would need the module proxy.
+# Go: as its README says, offline in GOPATH mode against Debian's packaged
+# modules (/usr/share/gocode): the helper copied to GOPATH/src/pglease, the
+# programs beside it. Module mode would need the module proxy.
 go_tests() {
     local gopath=$WORK/gopath
-    mkdir -p "$gopath/src/pglease" "$gopath/src/clientstest" "$gopath/src/example"
-    cp clients/go/*.go "$gopath/src/pglease/"
+    mkdir -p "$gopath/src/clientstest" "$gopath/src/example"
+    cp -r clients/go "$gopath/src/pglease"
     cp test/clients/go/main.go "$gopath/src/clientstest/"
     extract_example clients/go/README.md go >"$gopath/src/example/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
     export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= GOCACHE=${gocache:-$WORK/gocache}
-    if ! (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest &&
-            go build -o "$WORK/go-example" example) >"$WORK/go-build.log" 2>&1; then
+    if ! { (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest) &&
+            (cd "$gopath/src/example" && go build && mv example "$WORK/go-example"); } >"$WORK/go-build.log" 2>&1; then
         report 1 "go: the helper, its tests and the README's example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
         return
     fi

@@ -155,12 +155,101 @@ func testWaiterWoken() {
 
 func testErrors() {
 	_, _, err := pglease.Hold(bg, config(), "go-bad", pglease.Options{TTL: 50 * time.Millisecond})
-	report(err != nil && strings.Contains(err.Error(), "100ms"), "a TTL under 100ms is refused", err)
+	report(err != nil && strings.Contains(err.Error(), "100 ms"), "a TTL under 100ms is refused", err)
 	_, _, err = pglease.Hold(bg, config(), "", pglease.Options{})
 	report(err != nil, "an empty lease name is refused", err)
 	unreachable, _ := pgx.ParseConfig(conninfo + " port=1")
 	_, _, err = pglease.Hold(bg, unreachable, "go-unreachable", pglease.Options{})
 	report(err != nil && !errors.Is(err, pglease.ErrNotAcquired), "an unreachable server: a connection error", err)
+}
+
+// testBadInput: the same bad input gets the same message from every helper
+// (docs/clients.md, "Bad input"), and no panic, before any round trip: the
+// server here is unreachable, so a round trip would fail differently.
+func testBadInput() {
+	down, err := pglease.ParseConfig(conninfo + " port=1")
+	if err != nil {
+		report(false, "ParseConfig", err)
+		return
+	}
+	var nilCtx context.Context
+	cases := []struct {
+		what, message string
+		call          func() error
+	}{
+		{"an empty name", "pglease: the lease name must not be empty", func() error {
+			_, _, err := pglease.Hold(bg, down, "", pglease.Options{})
+			return err
+		}},
+		{"a negative TTL", "pglease: the ttl must be at least 100 ms, not -1s", func() error {
+			_, _, err := pglease.Hold(bg, down, "go-bad", pglease.Options{TTL: -time.Second})
+			return err
+		}},
+		{"a negative Wait", "pglease: wait must not be negative", func() error {
+			_, _, err := pglease.Hold(bg, down, "go-bad", pglease.Options{Wait: -time.Millisecond})
+			return err
+		}},
+		{"no connection (a nil config)", "pglease: no connection given", func() error {
+			_, _, err := pglease.Hold(bg, nil, "go-bad", pglease.Options{})
+			return err
+		}},
+		{"no context (nil)", "pglease: no context given", func() error {
+			_, _, err := pglease.Hold(nilCtx, down, "go-bad", pglease.Options{})
+			return err
+		}},
+		{"a malformed key=value string", "pglease: malformed connection string: ", func() error {
+			_, err := pglease.ParseConfig("host=/tmp port=1 dbname")
+			return err
+		}},
+		{"a malformed URI", "pglease: malformed connection string: ", func() error {
+			_, err := pglease.ParseConfig("postgresql://[::1")
+			return err
+		}},
+		{"Release on a nil *Lease", "pglease: no lease (a nil *Lease)", func() error {
+			var lease *pglease.Lease
+			return lease.Release()
+		}},
+	}
+	for _, c := range cases {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					report(false, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), p)
+				}
+			}()
+			err := c.call()
+			ok := err != nil && (err.Error() == c.message || strings.HasSuffix(c.message, ": ") && strings.HasPrefix(err.Error(), c.message))
+			report(ok, fmt.Sprintf("bad input, %s: %q before any round trip, no panic", c.what, c.message), err)
+		}()
+	}
+
+	lease, _, err := pglease.Hold(bg, config(), prefix+"bad-input", pglease.Options{TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	defer lease.Release()
+	var nilConn *pgx.Conn
+	for _, c := range []struct {
+		what, message string
+		call          func() error
+	}{
+		{"Tx(ctx, nil, fn)", "pglease: no connection given", func() error { return lease.Tx(bg, nil, func(pgx.Tx) error { return nil }) }},
+		{"Tx(ctx, (*pgx.Conn)(nil), fn)", "pglease: no connection given", func() error { return lease.Tx(bg, nilConn, func(pgx.Tx) error { return nil }) }},
+		{"Tx(nil, db, fn)", "pglease: no context given", func() error { return lease.Tx(nilCtx, nilConn, nil) }},
+		{"Tx(ctx, db, nil)", "pglease: Tx needs a function to run", func() error { return lease.Tx(bg, connect(conninfo), nil) }},
+		{"Fence(ctx, nil)", "pglease: no connection given", func() error { return lease.Fence(bg, nil) }},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					report(false, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), p)
+				}
+			}()
+			err := c.call()
+			report(err != nil && err.Error() == c.message, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), err)
+		}()
+	}
 }
 
 func testHeartbeat() {
@@ -246,10 +335,11 @@ func testRevoked() {
 	report(took >= 0 && took <= 750*time.Millisecond && errors.Is(lease.Err(), pglease.ErrLost),
 		fmt.Sprintf("a revoked lease is lost at the next heartbeat: context cancelled after %v", took.Round(time.Millisecond)), lease.Err())
 
+	// Under the lease's own, cancelled, context, as the README's example does.
 	conn := connect(conninfo)
 	defer conn.Close(bg)
-	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
-		_, err := tx.Exec(bg, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", name)
+	err = lease.Tx(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", name)
 		return err
 	})
 	var written int
@@ -258,8 +348,13 @@ func testRevoked() {
 	}
 	var fencedErr *pglease.FencedError
 	report(errors.As(err, &fencedErr) && fencedErr.PgErr.Code == "LF001" && written == 0,
-		"a fenced transaction under the revoked token returns *FencedError (LF001) from the fence itself: nothing written to a table without a fence trigger",
+		"a fenced transaction under the revoked token, with the lease's cancelled context, returns *FencedError (LF001) from the fence itself: nothing written to a table without a fence trigger",
 		err, written)
+	report(fencedErr != nil && fencedErr.Detail() != "" && strings.Contains(fencedErr.Error(), fencedErr.Detail()),
+		"the *FencedError keeps the server's DETAIL (Detail(), and in Error())", err)
+	var one int
+	selectErr := conn.QueryRow(bg, "SELECT 1").Scan(&one)
+	report(!conn.IsClosed() && selectErr == nil && one == 1, "Tx after the loss leaves the caller's connection open and usable", selectErr)
 	err = lease.Release()
 	report(errors.Is(err, pglease.ErrLost), "Release after the loss returns the ErrLost error", err)
 }
@@ -386,6 +481,7 @@ func main() {
 		{"not acquired", testNotAcquired},
 		{"waiter woken", testWaiterWoken},
 		{"errors", testErrors},
+		{"bad input", testBadInput},
 		{"heartbeat", testHeartbeat},
 		{"fence", testFence},
 		{"revoked", testRevoked},
