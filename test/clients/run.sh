@@ -251,8 +251,11 @@ java_tests() {
     fi
     report 0 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile"
     local url="jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres"
-    DATABASE_URL=$url run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
-    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=java- run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
+    local keywords="host=127.0.0.1 port=$PGPORT user=postgres dbname=postgres"
+    # The example gets a libpq keyword = value string (over TCP: pgjdbc has no Unix sockets).
+    DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
+    CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
+        run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
 }
 
 for language in $LANGUAGES; do

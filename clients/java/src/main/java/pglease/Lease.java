@@ -24,7 +24,7 @@ import org.postgresql.PGConnection;
  *
  * <pre>{@code
  * try (Lease lease = Lease.hold(dataSource::getConnection, "billing", new Lease.Options())) {
- *     lease.inTransaction(connection, c -> ...);   // fenced: LF001 throws FencedException
+ *     lease.transaction(connection, c -> ...);   // fenced: LF001 throws FencedError
  * }
  * }</pre>
  *
@@ -36,6 +36,14 @@ import org.postgresql.PGConnection;
 public final class Lease implements AutoCloseable {
     /** The shortest TTL {@link #hold} accepts. */
     public static final Duration MIN_TTL = Duration.ofMillis(100);
+
+    // The helpers' messages for bad input, the same in every helper of clients/
+    // (docs/clients.md, "Bad input"); each is thrown before any round trip.
+    static final String NO_NAME = "pglease: the lease name must not be empty";
+    static final String SHORT_TTL = "pglease: the ttl must be at least 100 ms";
+    static final String NEGATIVE_WAIT = "pglease: wait must not be negative";
+    static final String BAD_GRACE = "pglease: grace must be between 0 and ttl/2";
+    static final String NO_CONNECTION = "pglease: no connection given";
 
     private static final long MAX_RELEASE_WAIT_NANOS = TimeUnit.SECONDS.toNanos(5);
     private static final System.Logger LOG = System.getLogger("pglease");
@@ -57,7 +65,7 @@ public final class Lease implements AutoCloseable {
     public static final class Options {
         private String owner;
         private Duration ttl = Duration.ofSeconds(20);
-        private Duration waitFor = Duration.ZERO;
+        private Duration wait = Duration.ZERO;
         private Duration grace;
 
         /** Default {@code host:pid:random}; must be unique among running holders. */
@@ -73,9 +81,15 @@ public final class Lease implements AutoCloseable {
         }
 
         /** How long to wait in the server's queue while another owner holds the lease; default 0: one try. */
-        public Options waitFor(Duration waitFor) {
-            this.waitFor = Objects.requireNonNull(waitFor);
+        public Options wait(Duration wait) {
+            this.wait = Objects.requireNonNull(wait, "wait");
             return this;
+        }
+
+        /** @deprecated the same as {@link #wait(Duration)}, the name every helper uses */
+        @Deprecated
+        public Options waitFor(Duration waitFor) {
+            return wait(waitFor);
         }
 
         /** Time your code has to stop after the loss signal; default TTL/5, at most TTL/2. */
@@ -107,19 +121,21 @@ public final class Lease implements AutoCloseable {
     private boolean closed;
 
     private Lease(ConnectionFactory factory, String name, Options options) {
-        this.factory = Objects.requireNonNull(factory, "factory");
+        if (factory == null)
+            throw new NullPointerException(NO_CONNECTION);
+        this.factory = factory;
         if (name == null || name.isEmpty())
-            throw new IllegalArgumentException("the lease name must not be empty");
+            throw new IllegalArgumentException(NO_NAME);
         if (options.ttl.compareTo(MIN_TTL) < 0)
-            throw new IllegalArgumentException("ttl must be at least 100 ms, not " + options.ttl);
-        if (options.waitFor.isNegative())
-            throw new IllegalArgumentException("waitFor must not be negative");
+            throw new IllegalArgumentException(SHORT_TTL + ", not " + options.ttl);
+        if (options.wait.isNegative())
+            throw new IllegalArgumentException(NEGATIVE_WAIT);
         this.name = name;
         this.owner = options.owner != null ? options.owner : defaultOwner();
         this.ttl = options.ttl.toNanos();
         long grace = options.grace != null ? options.grace.toNanos() : ttl / 5;
         if (grace < 0 || grace > ttl / 2)
-            throw new IllegalArgumentException("grace must be between 0 and ttl/2");
+            throw new IllegalArgumentException(BAD_GRACE);
         this.interval = ttl / 3;
         this.trust = ttl - ttl / 10 - grace;
         this.retry = clamp(ttl / 20, TimeUnit.MILLISECONDS.toNanos(50), TimeUnit.SECONDS.toNanos(1));
@@ -137,9 +153,11 @@ public final class Lease implements AutoCloseable {
      */
     public static Lease hold(ConnectionFactory factory, String name, Options options)
             throws SQLException, NotAcquiredException {
+        if (options == null)
+            options = new Options();
         Lease lease = new Lease(factory, name, options);
         try {
-            lease.acquire(options.waitFor.toNanos());
+            lease.acquire(options.wait.toNanos());
         } catch (SQLException | NotAcquiredException | RuntimeException e) {
             lease.disconnect();
             throw e;
@@ -147,6 +165,18 @@ public final class Lease implements AutoCloseable {
         lease.armWatchdog();
         lease.heartbeats.start();
         return lease;
+    }
+
+    /**
+     * {@link #hold(ConnectionFactory, String, Options)} with the helper's own connections made
+     * from a libpq connection string (keyword = value pairs or a {@code postgresql://} URI) or
+     * a {@code jdbc:postgresql:} URL: see {@link ConnectionFactory#of}.
+     *
+     * @throws IllegalArgumentException a malformed connection string, before any round trip
+     */
+    public static Lease hold(String connectionString, String name, Options options)
+            throws SQLException, NotAcquiredException {
+        return hold(ConnectionFactory.of(connectionString), name, options);
     }
 
     public String name() {
@@ -180,22 +210,24 @@ public final class Lease implements AutoCloseable {
 
     /**
      * Fences the transaction open on {@code connection} (autocommit off): checks the lease at
-     * once ({@link FencedException} if the token is stale or the lease expired), holds off any
+     * once ({@link FencedError} if the token is stale or the lease expired), holds off any
      * new grant of the lease until the transaction ends, and sets {@code lease.fence_token} for
      * the rest of the transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
      *
      * @throws IllegalStateException in autocommit mode, where the token would last one statement
      */
     public void fence(Connection connection) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
         if (connection.getAutoCommit())
-            throw new IllegalStateException("fence() needs a transaction: call setAutoCommit(false) first, or use inTransaction()");
+            throw new IllegalStateException("fence() needs a transaction: call setAutoCommit(false) first, or use transaction()");
         try (PreparedStatement statement = connection.prepareStatement(FENCE)) {
             statement.setString(1, name);
             statement.setLong(2, token);
             statement.setLong(3, token);
             statement.executeQuery().close();
         } catch (SQLException e) {
-            throw FencedException.of(e);
+            throw FencedError.of(e);
         }
     }
 
@@ -203,9 +235,12 @@ public final class Lease implements AutoCloseable {
      * Runs {@code work} in a transaction on {@code connection} fenced with {@link #fence}, and
      * commits it (rolls back if work throws). Turns autocommit off for it and restores it
      * after; with autocommit already off, it commits the transaction already open. LF001 from
-     * any step throws a {@link FencedException}.
+     * any step throws a {@link FencedError}.
      */
-    public <T> T inTransaction(Connection connection, SqlWork<T> work) throws SQLException {
+    public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
+        Objects.requireNonNull(work, "work");
         boolean autoCommit = connection.getAutoCommit();
         connection.setAutoCommit(false);
         try {
@@ -215,7 +250,7 @@ public final class Lease implements AutoCloseable {
             return result;
         } catch (SQLException e) {
             rollbackQuietly(connection, e);
-            throw FencedException.of(e);
+            throw FencedError.of(e);
         } catch (RuntimeException e) {
             rollbackQuietly(connection, e);
             throw e;
@@ -223,6 +258,12 @@ public final class Lease implements AutoCloseable {
             if (autoCommit && !connection.isClosed())
                 connection.setAutoCommit(true);
         }
+    }
+
+    /** @deprecated the same as {@link #transaction}, the name every helper uses */
+    @Deprecated
+    public <T> T inTransaction(Connection connection, SqlWork<T> work) throws SQLException {
+        return transaction(connection, work);
     }
 
     /**
