@@ -38,7 +38,9 @@ fail_setup() {
     exit 1
 }
 
-packages=(python3-psycopg python3-venv python3-setuptools python3-wheel golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
+# Each README's own "sudo apt install" line is installed when its steps run
+# (install_as_readme); these are what the tests need besides.
+packages=(python3-psycopg golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 ensure_packages "${packages[@]}" || fail_setup "could not install ${packages[*]}"
@@ -151,6 +153,23 @@ extract_example() {
     awk -v tag="$2" '$0 == "```" tag { inside = 1; next } inside && /^```/ { exit } inside' "$1"
 }
 
+# install_as_readme README DIR: runs the README's install steps (its first ```sh
+# block) in DIR as a new user on Debian 12 would: the "sudo apt install" line
+# through ensure_packages, the rest verbatim with HOME=$WORK/home, Debian's
+# PATH, and /path/to/lease meaning this checkout. Output in DIR/install.log.
+install_as_readme() {
+    local readme=$1 dir=$2 script apt
+    script=$(extract_example "$readme" sh)
+    mkdir -p "$dir" "$WORK/home"
+    apt=$(printf '%s\n' "$script" | sed -n 's/^sudo apt install //p')
+    # shellcheck disable=SC2086 # a list of package names
+    if [ -n "$apt" ] && ! ensure_packages $apt >"$dir/install.log" 2>&1; then
+        return 1
+    fi
+    printf '%s\n' "$script" | grep -v '^sudo apt install ' | sed "s|/path/to/lease|$ROOT|g" >"$dir/install.sh"
+    (cd "$dir" && HOME=$WORK/home PATH=/usr/bin:/bin bash -e -x install.sh) >>"$dir/install.log" 2>&1
+}
+
 # run_example LABEL COMMAND...: runs a README's example, which writes two
 # invoices under lease "nightly-billing" and releases it.
 run_example() {
@@ -166,23 +185,21 @@ run_example() {
         "exit $rc, $written rows; output: $(cat "$WORK/$label-example.out")"
 }
 
-# Python: installed as its README says, into a virtual environment that sees
-# Debian's psycopg, offline (--no-build-isolation: Debian's setuptools builds
-# it; --no-index: nothing from PyPI).
-PYTHON=$WORK/venv/bin/python
+# Python: installed as its README says (a virtual environment that sees
+# Debian's psycopg; pip builds offline with Debian's setuptools).
+PYTHON=$WORK/python-app/venv/bin/python
 python_install() {
     [ -x "$PYTHON" ] && return 0
-    if ! { /usr/bin/python3 -m venv --system-site-packages "$WORK/venv" &&
-            "$WORK/venv/bin/pip" install --no-build-isolation --no-index "$ROOT/clients/python"; } >"$WORK/pip.log" 2>&1; then
-        report 1 "python: pip install --no-build-isolation --no-index clients/python (the README's install)" "$(cat "$WORK/pip.log")"
-        rm -rf "$WORK/venv"
+    if ! install_as_readme clients/python/README.md "$WORK/python-app"; then
+        report 1 "python: the README's install steps" "$(cat "$WORK/python-app/install.log")"
+        rm -rf "$WORK/python-app/venv"
         return 1
     fi
     # What the build leaves in the checkout is ignored by git.
     local left
     left=$(git status --porcelain --untracked-files=all -- clients/python 2>/dev/null | grep '^??')
     [ -z "$left" ] && (cd "$WORK" && "$PYTHON" -c 'import pglease, sys; assert "/venv/" in pglease.__file__, pglease.__file__')
-    report $? "python: the README's install works offline and leaves nothing in the checkout that git would see" "$left"
+    report $? "python: the README's install steps work offline and leave nothing in the checkout that git would see" "$left"
 }
 
 # python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
@@ -194,24 +211,28 @@ python_tests() {
 }
 
 # Go: as its README says, offline in GOPATH mode against Debian's packaged
-# modules (/usr/share/gocode): the helper copied to GOPATH/src/pglease, the
-# programs beside it. Module mode would need the module proxy.
+# modules (/usr/share/gocode), with the README's example as ~/go/src/yourapp;
+# the tests build beside it. Module mode would need the module proxy.
 go_tests() {
-    local gopath=$WORK/gopath
-    mkdir -p "$gopath/src/clientstest" "$gopath/src/example"
-    cp -r clients/go "$gopath/src/pglease"
-    cp test/clients/go/main.go "$gopath/src/clientstest/"
-    extract_example clients/go/README.md go >"$gopath/src/example/main.go"
+    local gopath=$WORK/home/go
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest"
+    extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
-    export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= GOCACHE=${gocache:-$WORK/gocache}
-    if ! { (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest) &&
-            (cd "$gopath/src/example" && go build && mv example "$WORK/go-example"); } >"$WORK/go-build.log" 2>&1; then
-        report 1 "go: the helper, its tests and the README's example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+    export GOCACHE=${gocache:-$WORK/gocache}
+    if ! install_as_readme clients/go/README.md "$WORK/go-app"; then
+        report 1 "go: the README's install steps build the README's example" "$(cat "$WORK/go-app/install.log")"
         return
     fi
-    report 0 "go: the helper, its tests and the README's example build (go vet is clean)"
-    DATABASE_URL=$CLIENTS_ADMIN run_example go "$WORK/go-example"
+    report 0 "go: the README's install steps build the README's example"
+    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
+            go vet pglease clientstest yourapp && go build -o "$WORK/go-test" clientstest) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper's tests build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+        return
+    fi
+    report 0 "go: the helper's tests build (go vet is clean)"
+    DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
@@ -221,8 +242,9 @@ go_tests() {
 node_tests() {
     local app=$WORK/node-app
     mkdir -p "$app"
-    if ! (cd "$app" && npm init -y && npm install --no-audit --no-fund --install-links "$ROOT/clients/node") >"$WORK/npm.log" 2>&1; then
-        report 1 "node: npm install --install-links clients/node (the README's install)" "$(cat "$WORK/npm.log")"
+    (cd "$app" && npm init -y >/dev/null)
+    if ! install_as_readme clients/node/README.md "$app"; then
+        report 1 "node: the README's install steps" "$(cat "$app/install.log")"
         return
     fi
     # A copy (not a link into the checkout) whose pg is the application's.
@@ -239,23 +261,29 @@ node_tests() {
         run_program node node "$app/node_test.js"
 }
 
+# Java: the helper's jar built as its README says; the helper also compiles
+# cleanly under -Xlint:all -Werror.
 java_tests() {
-    local jdbc=/usr/share/java/postgresql.jar classes=$WORK/java/classes
-    mkdir -p "$classes" "$WORK/java/example"
-    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
-    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$classes" clients/java/src/main/java/pglease/*.java &&
-            javac -cp "$classes:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
-            javac -cp "$classes:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java"; } >"$WORK/javac.log" 2>&1; then
-        report 1 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+    local jdbc=/usr/share/java/postgresql.jar jar=$WORK/home/pglease/pglease.jar classes=$WORK/java/classes
+    mkdir -p "$classes" "$WORK/java/example" "$WORK/java/lint"
+    if ! install_as_readme clients/java/README.md "$WORK/java-app" || [ ! -f "$jar" ]; then
+        report 1 "java: the README's install steps build pglease.jar" "$(cat "$WORK/java-app/install.log")"
         return
     fi
-    report 0 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile"
+    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
+    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
+            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
+            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java"; } >"$WORK/javac.log" 2>&1; then
+        report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+        return
+    fi
+    report 0 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile"
     local url="jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres"
     local keywords="host=127.0.0.1 port=$PGPORT user=postgres dbname=postgres"
     # The example gets a libpq keyword = value string (over TCP: pgjdbc has no Unix sockets).
-    DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
+    DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
-        run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
+        run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
 
 for language in $LANGUAGES; do
