@@ -11,8 +11,8 @@
 # SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
 # database outage signalled as a loss before the lease could expire.
 #
-# Installs the Debian packages it needs, and each helper as its README says,
-# outside the checkout (Node: npm install --install-links, which brings pg). Expects the extension installed (the
+# Installs the Debian packages it needs, and each helper as its README's
+# install steps say, outside the checkout. Expects the extension installed (the
 # lease shared library and scripts). CLIENTS_LANGUAGES (default
 # "python pgbouncer go node java") picks the runs. Prints TAP-style lines and
 # "clients: P passed, F failed"; exits non-zero on any failure.
