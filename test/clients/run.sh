@@ -98,6 +98,11 @@ CREATE TABLE client_log (lease_name text NOT NULL, note text);
 CREATE TABLE invoices (id serial PRIMARY KEY, customer text, amount numeric, fence_token bigint);
 CREATE TRIGGER invoices_fence BEFORE INSERT OR UPDATE OR DELETE ON invoices
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('nightly-billing');
+-- The pool of the session examples.
+SELECT lease.pool_put('meetings', 'meeting:' || i) FROM generate_series(1, 3) AS i;
+CREATE TABLE meeting_notes (id serial PRIMARY KEY, meeting text NOT NULL, note text, fence_token bigint);
+CREATE TRIGGER meeting_notes_fence BEFORE INSERT OR UPDATE OR DELETE ON meeting_notes
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{meeting}');
 SQL
 if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL")" != t ]; then
     echo "# lease.set_fence_token(bigint) is not installed: the fenced-transaction checks will fail"
@@ -148,9 +153,10 @@ run_program() {
     report $ended "$label: the test program ran to the end" "$(tail -n 30 "$WORK/$label.err")"
 }
 
-# extract_example README TAG: the first ```TAG block of README.
+# extract_example README TAG [N]: the Nth (default first) ```TAG block of README.
 extract_example() {
-    awk -v tag="$2" '$0 == "```" tag { inside = 1; next } inside && /^```/ { exit } inside' "$1"
+    awk -v tag="$2" -v n="${3:-1}" '$0 == "```" tag { seen++; if (seen == n) { inside = 1; next } }
+        inside && /^```/ { exit } inside' "$1"
 }
 
 # install_as_readme README DIR: runs the README's install steps (its first ```sh
@@ -202,11 +208,35 @@ python_install() {
     report $? "python: the README's install steps work offline and leave nothing in the checkout that git would see" "$left"
 }
 
+# run_session_example LABEL COMMAND...: runs a README's session example, which
+# claims the three resources of pool "meetings", writes a fenced note and
+# checkpoints each, and closes its session.
+run_session_example() {
+    local label=$1 before written
+    shift
+    before=$(psql -X -A -t -c 'SELECT coalesce(max(id), 0) FROM meeting_notes')
+    psql -X -q -c "UPDATE lease.pool_resources SET state = '{}' WHERE pool = 'meetings'" >/dev/null
+    timeout 60 "$@" >"$WORK/$label-session-example.out" 2>&1
+    local rc=$?
+    # Three new notes, each under the token its resource was granted with, each
+    # resource checkpointed, and every grant released by the session's close.
+    written=$(psql -X -A -t -c "SELECT count(DISTINCT n.meeting) FILTER (WHERE n.fence_token = l.token AND l.owner IS NULL
+                                        AND r.state = '{\"opened\": true}'), count(*)
+                                 FROM meeting_notes n
+                                 JOIN lease.leases l ON l.name = n.meeting JOIN lease.pool_resources r ON r.name = n.meeting
+                                 WHERE n.id > $before")
+    [ "$rc" -eq 0 ] && [ "$written" = "3|3" ]
+    report $? "$label: the README's session example runs: the pool's three resources claimed, a fenced note and a checkpoint under each token, all released at the close" \
+        "exit $rc, notes: $written; output: $(cat "$WORK/$label-session-example.out")"
+}
+
 # python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
 python_tests() {
     python_install || return
     extract_example clients/python/README.md python >"$WORK/example.py"
     DATABASE_URL=$1 run_example "$3" "$PYTHON" "$WORK/example.py"
+    extract_example clients/python/README.md python 2 >"$WORK/session-example.py"
+    DATABASE_URL=$1 run_session_example "$3" "$PYTHON" "$WORK/session-example.py"
     CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
 }
 
