@@ -380,7 +380,7 @@ class Lease {
       }
       let renewed;
       try {
-        renewed = await this._call(HEARTBEAT, [this.name, this.token.toString()], Math.min(trustEnds, now + this._interval));
+        renewed = await this._call(...this._renewal(), Math.min(trustEnds, now + this._interval));
       } catch {
         if (this._stopped) return;
         next = performance.now() + this._retry;
@@ -394,6 +394,11 @@ class Lease {
       this._lastSuccess = now;
       next = now + this._interval;
     }
+  }
+
+  // The heartbeat's statement and parameters.
+  _renewal() {
+    return [HEARTBEAT, [this.name, this.token.toString()]];
   }
 
   _lose(reason) {
@@ -477,4 +482,225 @@ async function withLease(connection, name, options, fn) {
   return result;
 }
 
-module.exports = { hold, withLease, Lease, FencedError, NotAcquiredError, LeaseLostError, isFenced, clientConfig };
+// -- sessions and pools ------------------------------------------------------
+
+const SESSION_OPEN = 'SELECT lease.session_open($1, $2::pg_catalog.interval, false)::pg_catalog.text AS value';
+const SESSION_KEEPALIVE = 'SELECT lease.session_keepalive($1::pg_catalog.int8) AS value';
+const SESSION_CLOSE = 'SELECT lease.session_close($1::pg_catalog.int8) AS value';
+const SESSION_ACQUIRE =
+  'SELECT lease.session_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.interval)::pg_catalog.text AS token';
+const CLAIM =
+  'SELECT name, token::pg_catalog.text AS token, state FROM lease.claim($1, $2::pg_catalog.int8, $3::pg_catalog.int4)';
+const SURPLUS = 'SELECT name FROM lease.surplus($1, $2::pg_catalog.int8) AS name';
+const CHECKPOINT = 'SELECT lease.checkpoint($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb) AS value';
+const RELEASE_ONE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
+
+/**
+ * A session of the lease extension (docs/concepts.md, "Sessions"): one
+ * keepalive, every TTL/3, for every lease acquired or claimed under it, with
+ * the loss signal of a Lease (`signal`, `lost`, `check()`). `acquire`,
+ * `claim`, `surplus` and the leases' `release` and `checkpoint` run on a
+ * second client of the helper's, so a waiting acquire never delays a
+ * keepalive. Not bound to its connection: it works through PgBouncer in
+ * transaction mode.
+ */
+class Session extends Lease {
+  constructor(connection, options = {}) {
+    super(connection, 'session', { ...(options ?? {}), wait: 0 });
+    this._ops = null;
+  }
+
+  /** The session's id, a BigInt. */
+  get id() {
+    return this.token;
+  }
+
+  /** Throws the LeaseLostError if the session has been lost. */
+  check() {
+    if (this._lostError) throw this._lostError;
+  }
+
+  /** Acquires lease `name` under the session, waiting up to `wait` ms in the server's queue; then NotAcquiredError. */
+  async acquire(name, options = {}) {
+    if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+    const wait = (options ?? {}).wait ?? 0;
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
+    const [row] = await this._query(SESSION_ACQUIRE, [this.id.toString(), name, `${Math.round(wait * 1000)} microseconds`]);
+    if (row.token === null) throw new NotAcquiredError(name);
+    return new SessionLease(this, name, BigInt(row.token), null);
+  }
+
+  /** The new grants of the session's fair share of `pool` (at most `max`), each with the state last checkpointed. */
+  async claim(pool, options = {}) {
+    if (typeof pool !== 'string' || pool === '') throw new TypeError('pglease: the pool name must not be empty');
+    const max = (options ?? {}).max ?? null;
+    const rows = await this._query(CLAIM, [pool, this.id.toString(), max]);
+    return rows.map((row) => new SessionLease(this, row.name, BigInt(row.token), row.state));
+  }
+
+  /** The names this session holds in `pool` beyond its fair share, for it to release. */
+  async surplus(pool) {
+    if (typeof pool !== 'string' || pool === '') throw new TypeError('pglease: the pool name must not be empty');
+    return (await this._query(SURPLUS, [pool, this.id.toString()])).map((row) => row.name);
+  }
+
+  /** Closes the session, releasing every lease it still holds: as release(). */
+  close() {
+    return this.release();
+  }
+
+  async _query(text, values) {
+    this.check();
+    if (!this._ops) {
+      const client = new pg.Client(this._clientConfig);
+      client.on('error', () => {});
+      this._ops = client.connect().then(() => client);
+      this._ops.catch(() => {
+        this._ops = null;
+      });
+    }
+    const client = await this._ops;
+    try {
+      return (await client.query(text, values)).rows;
+    } catch (err) {
+      if (err.code === 'LF003') throw new LeaseLostError(`session ${this.token}`, `${err.message}`);
+      if (!(err instanceof pg.DatabaseError)) {
+        this._ops = null;
+        client.end().catch(() => {});
+      }
+      throw fenced(err);
+    }
+  }
+
+  async _acquire() {
+    const sent = performance.now();
+    const value = await this._call(SESSION_OPEN, [this.owner, `${Math.round(this.ttl)} milliseconds`], sent + this._trust);
+    this.token = BigInt(value);
+    this._lastSuccess = sent;
+  }
+
+  _renewal() {
+    return [SESSION_KEEPALIVE, [this.token.toString()]];
+  }
+
+  _lose(reason) {
+    this._lostError = new LeaseLostError(`session ${this.token}`, reason);
+    this._controller.abort(this._lostError);
+  }
+
+  async _release() {
+    this._stopped = true;
+    if (this._wake) this._wake();
+    await this._keeping;
+    try {
+      this.check();
+      const deadline = Math.min(performance.now() + MAX_RELEASE_WAIT_MS, this._lastSuccess + this.ttl);
+      try {
+        await this._call(SESSION_CLOSE, [this.token.toString()], deadline);
+      } catch (err) {
+        if (err instanceof pg.DatabaseError) throw err;
+        return false;
+      }
+      return true;
+    } finally {
+      this._disconnect();
+      if (this._ops) {
+        const ops = this._ops;
+        this._ops = null;
+        ops.then((client) => client.end()).catch(() => {});
+      }
+    }
+  }
+}
+
+/** A lease held under a Session: live while the session is. */
+class SessionLease {
+  constructor(session, name, token, state) {
+    this.session = session;
+    this.name = name;
+    /** The fencing token of this grant, a BigInt. */
+    this.token = token;
+    /** What the pool resource's last holder checkpointed (null for Session.acquire). */
+    this.state = state;
+  }
+
+  get signal() {
+    return this.session.signal;
+  }
+
+  get lost() {
+    return this.session.lost;
+  }
+
+  check() {
+    this.session.check();
+  }
+
+  /**
+   * Stores `state` (anything JSON) as the resource's progress under this
+   * grant's token: false, and nothing changed, if the token is stale. With
+   * `client`, in its open transaction (atomic with your writes there).
+   */
+  async checkpoint(state, client) {
+    const values = [this.name, this.token.toString(), JSON.stringify(state)];
+    if (client) return (await client.query(CHECKPOINT, values)).rows[0].value;
+    return (await this.session._query(CHECKPOINT, values))[0].value;
+  }
+
+  /** Releases this lease now (the session keeps its others). */
+  async release() {
+    return (await this.session._query(RELEASE_ONE, [this.name, this.token.toString()]))[0].value;
+  }
+}
+SessionLease.prototype.fence = Lease.prototype.fence;
+SessionLease.prototype.transaction = Lease.prototype.transaction;
+
+/**
+ * Opens a session and keeps it alive until `session.close()`. `connection`
+ * as for hold(); options `ttl`, `grace`, `owner` as for hold().
+ */
+async function session(connection, options) {
+  const opened = new Session(connection, options);
+  try {
+    await opened._acquire();
+  } catch (err) {
+    opened._disconnect();
+    throw err;
+  }
+  opened._keeping = opened._keep();
+  return opened;
+}
+
+/**
+ * Holds a session while `await fn(session)` runs, then closes it (releasing
+ * every lease it still holds); if fn succeeded but the session was lost
+ * meanwhile, throws the LeaseLostError.
+ */
+async function withSession(connection, options, fn) {
+  if (typeof fn !== 'function') throw new TypeError('pglease: withSession() needs a function to run');
+  const opened = await session(connection, options);
+  let result;
+  try {
+    result = await fn(opened);
+  } catch (err) {
+    await opened.close().catch(() => {});
+    throw err;
+  }
+  await opened.close();
+  return result;
+}
+
+module.exports = {
+  hold,
+  withLease,
+  session,
+  withSession,
+  Lease,
+  Session,
+  SessionLease,
+  FencedError,
+  NotAcquiredError,
+  LeaseLostError,
+  isFenced,
+  clientConfig,
+};

@@ -193,6 +193,77 @@ async function testKeywordValue() {
   }
 }
 
+// A session: one keepalive for its leases, its close releases them all, a
+// session closed behind its back is a loss, and pools in fair shares.
+async function testSession() {
+  const aName = `${PREFIX}session-a`;
+  const bName = `${PREFIX}session-b`;
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    await pglease.withSession(CONN, { ttl: 1000 }, async (session) => {
+      const a = await session.acquire(aName);
+      const b = await session.acquire(bName, { wait: 500 });
+      await sleep(3500);
+      const states = [(await leaseRow(aName)).state, (await leaseRow(bName)).state];
+      report(!session.lost && states.join() === 'held,held' && b.token > a.token && a.token > TWO_53,
+        'a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone', states);
+      await a.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'session')", [aName]));
+      await admin('SELECT lease.lease_revoke($1)', [bName]);
+      try {
+        await b.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'revoked')", [bName]));
+        report(false, "a revoked session lease's fenced transaction throws FencedError");
+      } catch (err) {
+        report(err instanceof pglease.FencedError && Boolean(err.detail), "a session lease fences: a revoked one's fenced transaction throws FencedError", err);
+      }
+    });
+    report((await leaseRow(aName)).state === 'free', "the end of withSession closes the session: its leases are released");
+
+    const session = await pglease.session(CONN, { ttl: 1500 });
+    await session.acquire(aName);
+    const aborted = new Promise((resolve) => session.signal.addEventListener('abort', () => resolve(performance.now())));
+    await admin('SELECT lease.session_close($1)', [session.id.toString()]);
+    const closed = performance.now();
+    const took = (await Promise.race([aborted, sleep(3000).then(() => null)])) - closed;
+    let refused = null;
+    await session.acquire(bName).catch((err) => {
+      refused = err;
+    });
+    const closeError = await session.close().then(() => null, (err) => err);
+    report(took >= 0 && took <= 750 && refused instanceof pglease.LeaseLostError && closeError instanceof pglease.LeaseLostError,
+      `a session closed behind its back is lost at the next keepalive (${Math.round(took)} ms); acquire and close then reject with LeaseLostError`, refused, closeError);
+  } finally {
+    await client.end();
+  }
+}
+
+async function testPool() {
+  const pool = `${PREFIX}pool`;
+  await admin("SELECT count(lease.pool_put($1, $1 || ':' || i)) FROM generate_series(1, 4) AS i", [pool]);
+  const first = await pglease.session(CONN, { ttl: 5000 });
+  const second = await pglease.session(CONN, { ttl: 5000 });
+  try {
+    const mine = await first.claim(pool);
+    report(mine.length === 4 && mine.every((m) => JSON.stringify(m.state) === '{}' && typeof m.token === 'bigint'), 'a lone claimer claims the whole pool', mine.map((m) => m.name));
+    let theirs = await second.claim(pool);
+    const surplus = await first.surplus(pool);
+    report(theirs.length === 0 && surplus.length === 2, 'a second claimer: nothing free yet; the first has two beyond its share', theirs, surplus);
+    const byName = new Map(mine.map((m) => [m.name, m]));
+    const released = [];
+    for (const name of surplus) released.push(await byName.get(name).release());
+    theirs = await second.claim(pool);
+    report(released.join() === 'true,true' && theirs.map((t) => t.name).sort().join() === [...surplus].sort().join(), 'what the first hands back, the second claims', theirs.map((t) => t.name));
+    const old = byName.get(surplus[0]);
+    const stale = await old.checkpoint({ seq: 99 });
+    const fresh = await theirs.find((t) => t.name === old.name).checkpoint({ seq: 1 });
+    const { state } = await admin('SELECT state FROM lease.pool_resources WHERE name = $1', [old.name]);
+    report(stale === false && fresh === true && state.seq === 1, 'checkpoint under a stale token is false and changes nothing; under the current one it stores the state', stale, fresh, state);
+  } finally {
+    await first.close();
+    await second.close();
+  }
+}
+
 async function testHeartbeat() {
   const name = `${PREFIX}heartbeat`;
   await pglease.withLease(CONN, name, { ttl: 1000 }, async (lease) => {
@@ -360,7 +431,7 @@ async function testOutage() {
 }
 
 async function main() {
-  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

@@ -287,6 +287,8 @@ node_tests() {
     cp test/clients/node_test.js "$app/"
     # The example gets a libpq keyword = value string, the tests a URI.
     DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
+    extract_example clients/node/README.md js 2 >"$app/session-example.js"
+    DATABASE_URL=$CLIENTS_ADMIN run_session_example node node "$app/session-example.js"
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
 }
