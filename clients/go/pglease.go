@@ -148,6 +148,8 @@ type Lease struct {
 	releaseMu  sync.Mutex
 	released   bool
 	releaseErr error
+
+	session bool // a Session's: token is the session id; keepalive and close instead of heartbeat and release
 }
 
 // Hold acquires lease name and keeps it until Release. The returned context
@@ -157,31 +159,45 @@ type Lease struct {
 // also bounds the acquire. Errors: ErrNotAcquired, a connection error when
 // the server could not be reached for the whole Wait, or the server's error.
 func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, context.Context, error) {
+	l, err := newLease(ctx, config, name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.acquire(ctx, opts.Wait); err != nil {
+		l.disconnect()
+		return nil, nil, err
+	}
+	return l, l.start(ctx), nil
+}
+
+// newLease checks Hold's arguments (before any round trip) and makes the
+// Lease, not yet acquired.
+func newLease(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, error) {
 	if ctx == nil {
-		return nil, nil, errNoContext
+		return nil, errNoContext
 	}
 	if config == nil {
-		return nil, nil, errNoConnection
+		return nil, errNoConnection
 	}
 	if name == "" {
-		return nil, nil, errNoName
+		return nil, errNoName
 	}
 	ttl := opts.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
 	if ttl < MinTTL {
-		return nil, nil, fmt.Errorf("%s, not %v", shortTTL, ttl)
+		return nil, fmt.Errorf("%s, not %v", shortTTL, ttl)
 	}
 	if opts.Wait < 0 {
-		return nil, nil, errNegativeWait
+		return nil, errNegativeWait
 	}
 	grace := opts.Grace
 	if grace == 0 {
 		grace = ttl / 5
 	}
 	if grace < 0 || grace > ttl/2 {
-		return nil, nil, errBadGrace
+		return nil, errBadGrace
 	}
 	owner := opts.Owner
 	if owner == "" {
@@ -191,8 +207,7 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 	// No prepared statements, named or unnamed across round trips: they break
 	// transaction-mode poolers.
 	ownConfig.PreferSimpleProtocol = true
-
-	l := &Lease{
+	return &Lease{
 		name:     name,
 		owner:    owner,
 		ttl:      ttl,
@@ -202,17 +217,17 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 		config:   ownConfig,
 		stopped:  make(chan struct{}),
 		done:     make(chan struct{}),
-	}
-	if err := l.acquire(ctx, opts.Wait); err != nil {
-		l.disconnect()
-		return nil, nil, err
-	}
+	}, nil
+}
+
+// start begins the heartbeats and returns the lease's context.
+func (l *Lease) start(ctx context.Context) context.Context {
 	leaseCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	callCtx, stopCalls := context.WithCancel(context.Background())
 	l.stopCalls = stopCalls
 	go l.keep(callCtx)
-	return l, leaseCtx, nil
+	return leaseCtx
 }
 
 // Name is the lease's name.
@@ -258,14 +273,7 @@ func (l *Lease) Fence(ctx context.Context, tx pgx.Tx) error {
 	if l == nil {
 		return errNoLease
 	}
-	if ctx == nil {
-		return errNoContext
-	}
-	if tx == nil {
-		return errNoConnection
-	}
-	_, err := tx.Exec(ctx, fenceSQL, l.name, l.token)
-	return fenced(err)
+	return l.grant().fence(ctx, tx)
 }
 
 // Beginner is what Tx needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx have it.
@@ -284,10 +292,36 @@ type Beginner interface {
 // itself do not end with ctx once the lease is lost, and the rollback never
 // does: pgx closes a connection whose context ends during a call, and the
 // connection is the caller's.
-func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err error) {
-	switch {
-	case l == nil:
+func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) error {
+	if l == nil {
 		return errNoLease
+	}
+	return l.grant().tx(ctx, db, fn)
+}
+
+func (l *Lease) grant() grant { return grant{name: l.name, token: l.token, lost: l.Err} }
+
+// grant is what fencing needs: a lease's name and token, and whether the
+// helper has lost it (a Lease, or a lease held under a Session).
+type grant struct {
+	name  string
+	token int64
+	lost  func() error
+}
+
+func (g grant) fence(ctx context.Context, tx pgx.Tx) error {
+	if ctx == nil {
+		return errNoContext
+	}
+	if tx == nil {
+		return errNoConnection
+	}
+	_, err := tx.Exec(ctx, fenceSQL, g.name, g.token)
+	return fenced(err)
+}
+
+func (g grant) tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err error) {
+	switch {
 	case ctx == nil:
 		return errNoContext
 	case isNil(db):
@@ -295,7 +329,7 @@ func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err
 	case fn == nil:
 		return errNoFunction
 	}
-	lost := l.Err()
+	lost := g.lost()
 	if lost == nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -315,7 +349,7 @@ func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err
 			tx.Rollback(rollbackCtx) //nolint:errcheck // the error that matters is err
 		}
 	}()
-	if err := l.Fence(own, tx); err != nil {
+	if err := g.fence(own, tx); err != nil {
 		return err
 	}
 	if lost != nil {
@@ -374,6 +408,13 @@ func (l *Lease) Release() error {
 	deadline := time.Now().Add(maxReleaseWait)
 	if expires := l.lastSuccess.Add(l.ttl); expires.Before(deadline) {
 		deadline = expires
+	}
+	if l.session {
+		var count int32
+		if err := l.call(context.Background(), deadline, sessionCloseSQL, []interface{}{l.token}, &count); err != nil {
+			l.releaseErr = fmt.Errorf("pglease: could not close session %d (it expires on its own): %w", l.token, err)
+		}
+		return l.releaseErr
 	}
 	var released bool
 	if err := l.call(context.Background(), deadline, releaseSQL, []interface{}{l.name, l.token}, &released); err != nil {
@@ -452,7 +493,11 @@ func (l *Lease) keep(callCtx context.Context) {
 			}
 		}
 		var renewed bool
-		err := l.call(callCtx, minTime(trustEnds, now.Add(l.interval)), heartbeatSQL, []interface{}{l.name, l.token}, &renewed)
+		renewSQL, renewArgs := heartbeatSQL, []interface{}{l.name, l.token}
+		if l.session {
+			renewSQL, renewArgs = sessionKeepaliveSQL, []interface{}{l.token}
+		}
+		err := l.call(callCtx, minTime(trustEnds, now.Add(l.interval)), renewSQL, renewArgs, &renewed)
 		select {
 		case <-l.stopped:
 			return

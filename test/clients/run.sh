@@ -245,8 +245,9 @@ python_tests() {
 # the tests build beside it. Module mode would need the module proxy.
 go_tests() {
     local gopath=$WORK/home/go
-    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest"
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample"
     extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
+    extract_example clients/go/README.md go 2 >"$gopath/src/sessionexample/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
     export GOCACHE=${gocache:-$WORK/gocache}
@@ -257,12 +258,14 @@ go_tests() {
     report 0 "go: the README's install steps build the README's example"
     cp test/clients/go/main.go "$gopath/src/clientstest/"
     if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
-            go vet pglease clientstest yourapp && go build -o "$WORK/go-test" clientstest) >"$WORK/go-build.log" 2>&1; then
-        report 1 "go: the helper's tests build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+            go vet pglease clientstest yourapp sessionexample && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-session-example" sessionexample) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper's tests and the README's session example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
         return
     fi
-    report 0 "go: the helper's tests build (go vet is clean)"
+    report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
     DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
+    DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 

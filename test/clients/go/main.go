@@ -252,6 +252,122 @@ func testBadInput() {
 	}
 }
 
+// testSession: one keepalive for a session's leases, its close releases them
+// all, a session closed behind its back is a loss, and pools in fair shares.
+func testSession() {
+	aName, bName := prefix+"session-a", prefix+"session-b"
+	session, ctx, err := pglease.OpenSession(bg, config(), pglease.Options{TTL: time.Second})
+	if err != nil {
+		report(false, "open a session", err)
+		return
+	}
+	a, errA := session.Acquire(ctx, aName, 0)
+	b, errB := session.Acquire(ctx, bName, 500*time.Millisecond)
+	if errA != nil || errB != nil {
+		report(false, "acquire under a session", errA, errB)
+		session.Close()
+		return
+	}
+	time.Sleep(3500 * time.Millisecond)
+	ra, rb := row(aName), row(bName)
+	report(session.Err() == nil && ra.state == "held" && rb.state == "held" && b.Token() > a.Token() && a.Token() > 1<<53,
+		"a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone", session.Err(), ra, rb)
+	conn := connect(conninfo)
+	defer conn.Close(bg)
+	err = a.Tx(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'session')", aName)
+		return err
+	})
+	var revoked int64
+	if adminErr := admin("SELECT lease.lease_revoke($1)", []interface{}{bName}, &revoked); adminErr != nil {
+		panic(adminErr)
+	}
+	errB = b.Tx(ctx, conn, func(tx pgx.Tx) error { return nil })
+	var fencedErr *pglease.FencedError
+	report(err == nil && errors.As(errB, &fencedErr) && fencedErr.Detail() != "",
+		"a session lease fences: a revoked one's Tx returns *FencedError", err, errB)
+	closeErr := session.Close()
+	report(closeErr == nil && row(aName).state == "free", "Close closes the session: its leases are released", closeErr, row(aName))
+
+	session, ctx, err = pglease.OpenSession(bg, config(), pglease.Options{TTL: 1500 * time.Millisecond})
+	if err != nil {
+		report(false, "open a session", err)
+		return
+	}
+	var closed int
+	if err := admin("SELECT lease.session_close($1)", []interface{}{session.ID()}, &closed); err != nil {
+		panic(err)
+	}
+	start := time.Now()
+	var took time.Duration = -1
+	select {
+	case <-ctx.Done():
+		took = time.Since(start)
+	case <-time.After(3 * time.Second):
+	}
+	_, acquireErr := session.Acquire(bg, bName, 0)
+	closeErr = session.Close()
+	report(took >= 0 && took <= 750*time.Millisecond && errors.Is(acquireErr, pglease.ErrLost) && errors.Is(closeErr, pglease.ErrLost),
+		fmt.Sprintf("a session closed behind its back is lost at the next keepalive (%v); Acquire and Close then return ErrLost", took.Round(time.Millisecond)),
+		acquireErr, closeErr)
+}
+
+func testPool() {
+	pool := prefix + "pool"
+	var put int
+	if err := admin("SELECT count(lease.pool_put($1, $1 || ':' || i)) FROM generate_series(1, 4) AS i", []interface{}{pool}, &put); err != nil {
+		panic(err)
+	}
+	first, _, err1 := pglease.OpenSession(bg, config(), pglease.Options{TTL: 5 * time.Second})
+	second, _, err2 := pglease.OpenSession(bg, config(), pglease.Options{TTL: 5 * time.Second})
+	if err1 != nil || err2 != nil {
+		report(false, "open two sessions", err1, err2)
+		return
+	}
+	defer first.Close()
+	defer second.Close()
+	mine, err := first.Claim(bg, pool, 0)
+	report(err == nil && len(mine) == 4 && string(mine[0].State()) == "{}", "a lone claimer claims the whole pool", err, len(mine))
+	theirs, err := second.Claim(bg, pool, 0)
+	surplus, err2 := first.Surplus(bg, pool)
+	report(err == nil && err2 == nil && len(theirs) == 0 && len(surplus) == 2,
+		"a second claimer: nothing free yet; the first has two beyond its share", err, err2, len(theirs), surplus)
+	byName := map[string]*pglease.SessionLease{}
+	for _, m := range mine {
+		byName[m.Name()] = m
+	}
+	releasedAll := true
+	for _, name := range surplus {
+		released, err := byName[name].Release(bg)
+		releasedAll = releasedAll && err == nil && released
+	}
+	theirs, err = second.Claim(bg, pool, 0)
+	report(err == nil && releasedAll && len(theirs) == 2, "what the first hands back, the second claims", err, len(theirs))
+	if len(surplus) == 0 {
+		return
+	}
+	old := byName[surplus[0]]
+	stale, errStale := old.Checkpoint(bg, nil, map[string]int{"seq": 99})
+	var fresh bool
+	var errFresh error
+	for _, t := range theirs {
+		if t.Name() == old.Name() {
+			fresh, errFresh = t.Checkpoint(bg, nil, map[string]int{"seq": 1})
+		}
+	}
+	var state string
+	if err := admin("SELECT state::text FROM lease.pool_resources WHERE name = $1", []interface{}{old.Name()}, &state); err != nil {
+		panic(err)
+	}
+	report(errStale == nil && errFresh == nil && !stale && fresh && state == `{"seq": 1}`,
+		"Checkpoint under a stale token is false and changes nothing; under the current one it stores the state", stale, fresh, state, errStale, errFresh)
+	var nilSession *pglease.Session
+	_, nilErr := nilSession.Claim(bg, pool, 0)
+	_, _, nilConfig := pglease.OpenSession(bg, nil, pglease.Options{})
+	report(nilErr != nil && nilConfig != nil && nilConfig.Error() == "pglease: no connection given",
+		"bad input, a nil *Session and OpenSession(ctx, nil, ...): errors, no panic", nilErr, nilConfig)
+}
+
 func testHeartbeat() {
 	name := prefix + "heartbeat"
 	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: time.Second})
@@ -482,6 +598,8 @@ func main() {
 		{"waiter woken", testWaiterWoken},
 		{"errors", testErrors},
 		{"bad input", testBadInput},
+		{"session", testSession},
+		{"pool", testPool},
 		{"heartbeat", testHeartbeat},
 		{"fence", testFence},
 		{"revoked", testRevoked},
