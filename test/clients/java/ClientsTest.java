@@ -27,6 +27,8 @@ import pglease.FencedException;
 import pglease.Lease;
 import pglease.LeaseLostException;
 import pglease.NotAcquiredException;
+import pglease.Session;
+import pglease.SessionLease;
 
 @SuppressWarnings("deprecation") // testZombie and testFence keep using the old names, which must go on working
 public final class ClientsTest {
@@ -232,6 +234,86 @@ public final class ClientsTest {
         }
     }
 
+    /** A session: one keepalive for its leases, its close releases them all, a session closed behind its back is a loss. */
+    static void testSession() throws Exception {
+        String aName = PREFIX + "session-a", bName = PREFIX + "session-b";
+        try (Connection c = connect()) {
+            try (Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(1)))) {
+                SessionLease a = session.acquire(aName, Duration.ZERO);
+                SessionLease b = session.acquire(bName, Duration.ofMillis(500));
+                Thread.sleep(3500);
+                String aState = leaseRow(aName).get(2), bState = leaseRow(bName).get(2);
+                report(!session.isLost() && aState.equals("held") && bState.equals("held") && b.token() > a.token() && a.token() > TWO_53,
+                        "a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone", aState, bState);
+                a.transaction(c, tx -> {
+                    insert(tx, aName, "session");
+                    return null;
+                });
+                admin("SELECT lease.lease_revoke(?)::text", bName);
+                try {
+                    b.transaction(c, tx -> null);
+                    report(false, "a session lease fences: a revoked one's transaction throws FencedError");
+                } catch (FencedError e) {
+                    report(e.getDetail() != null, "a session lease fences: a revoked one's transaction throws FencedError", e);
+                }
+            }
+            report(leaseRow(aName).get(2).equals("free"), "close() closes the session: its leases are released");
+        }
+        CompletableFuture<Long> lostAt = new CompletableFuture<>();
+        long closed = 0;
+        Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofMillis(1500)));
+        try {
+            session.whenLost().thenRun(() -> lostAt.complete(System.nanoTime()));
+            admin("SELECT lease.session_close(?)::text", session.id());
+            closed = System.nanoTime();
+            Long at = lostAt.completeOnTimeout(null, 3, TimeUnit.SECONDS).get();
+            long took = at == null ? -1 : TimeUnit.NANOSECONDS.toMillis(at - closed);
+            try {
+                session.acquire(bName, Duration.ZERO);
+                report(false, "a lost session refuses acquire with LeaseLostException");
+            } catch (LeaseLostException e) {
+                report(took >= 0 && took <= 750, "a session closed behind its back is lost at the next keepalive (" + took + " ms); acquire then throws LeaseLostException");
+            }
+        } finally {
+            try {
+                session.close();
+                report(false, "close() after the session's loss throws LeaseLostException");
+            } catch (LeaseLostException e) {
+                report(true, "close() after the session's loss throws LeaseLostException");
+            }
+        }
+    }
+
+    static void testPool() throws Exception {
+        String pool = PREFIX + "pool";
+        admin("SELECT count(lease.pool_put(?, ? || ':' || i))::text FROM generate_series(1, 4) AS i", pool, pool);
+        try (Session first = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(5)));
+                Session second = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(5)))) {
+            List<SessionLease> mine = first.claim(pool);
+            report(mine.size() == 4 && mine.get(0).state().equals("{}"), "a lone claimer claims the whole pool", mine);
+            List<SessionLease> theirs = second.claim(pool);
+            List<String> surplus = first.surplus(pool);
+            report(theirs.isEmpty() && surplus.size() == 2, "a second claimer: nothing free yet; the first has two beyond its share", theirs, surplus);
+            boolean releasedAll = true;
+            SessionLease old = null;
+            for (SessionLease m : mine)
+                if (surplus.contains(m.name())) {
+                    releasedAll &= m.release();
+                    old = m;
+                }
+            theirs = second.claim(pool);
+            report(releasedAll && theirs.size() == 2, "what the first hands back, the second claims", theirs);
+            boolean stale = old.checkpoint("{\"seq\": 99}");
+            boolean fresh = false;
+            for (SessionLease t : theirs)
+                if (t.name().equals(old.name()))
+                    fresh = t.checkpoint("{\"seq\": 1}");
+            String state = admin("SELECT state::text FROM lease.pool_resources WHERE name = ?", old.name()).get(0);
+            report(!stale && fresh && state.equals("{\"seq\": 1}"),
+                    "checkpoint under a stale token is false and changes nothing; under the current one it stores the state", stale, fresh, state);
+        }
+    }
+
     static void testHeartbeat() throws Exception {
         String name = PREFIX + "heartbeat";
         try (Lease lease = hold(name, new Lease.Options().ttl(Duration.ofSeconds(2)))) {
@@ -416,7 +498,8 @@ public final class ClientsTest {
             return;
         }
         Test[] tests = {ClientsTest::testAcquireReleaseBigint, ClientsTest::testNotAcquired, ClientsTest::testWaiterWoken, ClientsTest::testErrors,
-                ClientsTest::testBadInput, ClientsTest::testConnectionStrings, ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked, ClientsTest::testZombie,
+                ClientsTest::testBadInput, ClientsTest::testConnectionStrings, ClientsTest::testSession, ClientsTest::testPool,
+                ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked, ClientsTest::testZombie,
                 ClientsTest::testOutage};
         String[] names = {"acquire", "not acquired", "waiter woken", "errors", "heartbeat", "fence", "revoked", "zombie", "outage"};
         for (int i = 0; i < tests.length; i++) {

@@ -56,6 +56,9 @@ public final class Lease implements AutoCloseable {
     // Checks the lease now (LF001 at once for a stale token; no new grant can
     // commit until the transaction ends) and gives fence triggers the token
     // for the rest of the transaction: INSERT, UPDATE and DELETE alike.
+    private static final String SESSION_OPEN = "SELECT lease.session_open(?, ?::pg_catalog.interval, false)";
+    private static final String SESSION_KEEPALIVE = "SELECT lease.session_keepalive(?)";
+    private static final String SESSION_CLOSE = "SELECT lease.session_close(?)";
     private static final String FENCE = "SELECT lease.fenced_write(?, ?), lease.set_fence_token(?)";
 
     // Signals a loss at its deadline even while the heartbeat thread waits for the network.
@@ -109,6 +112,8 @@ public final class Lease implements AutoCloseable {
     private final Object lock = new Object();
     private final CompletableFuture<LeaseLostException> lost = new CompletableFuture<>();
     private final Thread heartbeats;
+    // A Session's: token is the session id, kept alive by session_keepalive and ended by session_close.
+    private final boolean session;
 
     private long token;
     private Connection connection; // the helper's own; used by one thread at a time
@@ -121,6 +126,11 @@ public final class Lease implements AutoCloseable {
     private boolean closed;
 
     private Lease(ConnectionFactory factory, String name, Options options) {
+        this(factory, name, options, false);
+    }
+
+    private Lease(ConnectionFactory factory, String name, Options options, boolean session) {
+        this.session = session;
         if (factory == null)
             throw new NullPointerException(NO_CONNECTION);
         this.factory = factory;
@@ -217,6 +227,21 @@ public final class Lease implements AutoCloseable {
      * @throws IllegalStateException in autocommit mode, where the token would last one statement
      */
     public void fence(Connection connection) throws SQLException {
+        fence(connection, name, token);
+    }
+
+    /**
+     * Runs {@code work} in a transaction on {@code connection} fenced with {@link #fence}, and
+     * commits it (rolls back if work throws). Turns autocommit off for it and restores it
+     * after; with autocommit already off, it commits the transaction already open. LF001 from
+     * any step throws a {@link FencedError}.
+     */
+    public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
+        return transaction(connection, work, name, token);
+    }
+
+    /** The fence of a lease's grant: {@link #fence}, and a session lease's too. */
+    static void fence(Connection connection, String name, long token) throws SQLException {
         if (connection == null)
             throw new NullPointerException(NO_CONNECTION);
         if (connection.getAutoCommit())
@@ -231,20 +256,15 @@ public final class Lease implements AutoCloseable {
         }
     }
 
-    /**
-     * Runs {@code work} in a transaction on {@code connection} fenced with {@link #fence}, and
-     * commits it (rolls back if work throws). Turns autocommit off for it and restores it
-     * after; with autocommit already off, it commits the transaction already open. LF001 from
-     * any step throws a {@link FencedError}.
-     */
-    public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
+    /** A fenced transaction under a grant: {@link #transaction}, and a session lease's too. */
+    static <T> T transaction(Connection connection, SqlWork<T> work, String name, long token) throws SQLException {
         if (connection == null)
             throw new NullPointerException(NO_CONNECTION);
         Objects.requireNonNull(work, "work");
         boolean autoCommit = connection.getAutoCommit();
         connection.setAutoCommit(false);
         try {
-            fence(connection);
+            fence(connection, name, token);
             T result = work.run(connection);
             connection.commit();
             return result;
@@ -297,6 +317,31 @@ public final class Lease implements AutoCloseable {
     @Override
     public String toString() {
         return "Lease[" + name + ", owner " + owner + ", token " + token + (isLost() ? ", lost]" : "]");
+    }
+
+    /** Opens a session kept alive like a lease ({@link Session#open}). */
+    static Lease openSession(ConnectionFactory factory, Options options) throws SQLException {
+        if (options == null)
+            options = new Options();
+        Lease lease = new Lease(factory, "session", options, true);
+        try {
+            long sent = System.nanoTime();
+            Long id = lease.call(SESSION_OPEN, sent + lease.trust, Long.class, lease.owner,
+                    TimeUnit.NANOSECONDS.toMillis(lease.ttl) + " milliseconds");
+            lease.token = Objects.requireNonNull(id, "session_open returned NULL");
+            lease.lastSuccess = sent;
+        } catch (SQLException | RuntimeException e) {
+            lease.disconnect();
+            throw e;
+        }
+        lease.armWatchdog();
+        lease.heartbeats.start();
+        return lease;
+    }
+
+    /** The connection factory (a Session's second connection comes from it). */
+    ConnectionFactory factory() {
+        return factory;
     }
 
     private void acquire(long waitNanos) throws SQLException, NotAcquiredException {
@@ -360,7 +405,9 @@ public final class Lease implements AutoCloseable {
                 }
                 Boolean renewed;
                 try {
-                    renewed = call(HEARTBEAT, Math.min(trustEnds, now + interval), Boolean.class, name, token);
+                    renewed = session
+                            ? call(SESSION_KEEPALIVE, Math.min(trustEnds, now + interval), Boolean.class, token)
+                            : call(HEARTBEAT, Math.min(trustEnds, now + interval), Boolean.class, name, token);
                 } catch (SQLException e) {
                     if (!failing)
                         LOG.log(Level.WARNING, "lease \"{0}\": heartbeat failed: {1}; retrying", name, e.getMessage());
@@ -392,6 +439,14 @@ public final class Lease implements AutoCloseable {
 
     private void release() {
         long deadline = Math.min(System.nanoTime() + MAX_RELEASE_WAIT_NANOS, lastSuccess + ttl);
+        if (session) {
+            try {
+                call(SESSION_CLOSE, deadline, Integer.class, token);
+            } catch (SQLException e) {
+                LOG.log(Level.WARNING, "session {0}: could not close it: {1}; it expires on its own", token, e.getMessage());
+            }
+            return;
+        }
         try {
             if (!Boolean.TRUE.equals(call(RELEASE, deadline, Boolean.class, name, token)))
                 lose("it was no longer held when released");
