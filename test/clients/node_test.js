@@ -201,13 +201,13 @@ async function testSession() {
   const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {
-    await pglease.withSession(CONN, { ttl: 1000 }, async (session) => {
+    await pglease.withSession(CONN, { ttl: 2000 }, async (session) => {
       const a = await session.acquire(aName);
       const b = await session.acquire(bName, { wait: 500 });
-      await sleep(3500);
+      await sleep(5000);
       const states = [(await leaseRow(aName)).state, (await leaseRow(bName)).state];
       report(!session.lost && states.join() === 'held,held' && b.token > a.token && a.token > TWO_53,
-        'a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone', states);
+        'a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone', states);
       await a.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'session')", [aName]));
       await admin('SELECT lease.lease_revoke($1)', [bName]);
       try {

@@ -189,15 +189,15 @@ def test_session():
     """A session: one keepalive for its leases, its close releases them all, a
     session closed behind its back is a loss, and pools in fair shares."""
     a_name, b_name = PREFIX + "session-a", PREFIX + "session-b"
-    with pglease.session(CONNINFO, ttl=1) as session:
+    with pglease.session(CONNINFO, ttl=2) as session:
         a = session.acquire(a_name)
         b = session.acquire(b_name, wait=0.5)
-        time.sleep(3.5)
+        time.sleep(5)
         keepalives = admin("SELECT count(*) FROM lease.sessions WHERE id = %s", session.id)[0]
         states = [lease_row(a_name)[2], lease_row(b_name)[2]]
         report(
             not session.lost.is_set() and states == ["held", "held"] and b.token > a.token > TWO_53 and keepalives == 1,
-            "a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone",
+            "a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone",
             f"lost: {session.lost_reason}, states {states}",
         )
         try:

@@ -136,6 +136,14 @@ EOF
         wait_until 10 psql -X -q -h "$dir" -p "$PGBOUNCER_PORT" -c 'SELECT 1' -o /dev/null
 }
 
+PGBOUNCER_CONNINFO="host=$WORK/pgbouncer port=$PGBOUNCER_PORT user=postgres dbname=postgres"
+# The READMEs' examples of Go and Node.js run through PgBouncer too when the
+# pgbouncer run started it (pgjdbc has no Unix sockets, and PgBouncer listens on
+# one only).
+pgbouncer_running() {
+    [ -f "$PGBOUNCER_PID_FILE" ] && kill -0 "$(cat "$PGBOUNCER_PID_FILE")" 2>/dev/null
+}
+
 # run_program LABEL COMMAND...: runs one language's test program, which prints
 # "ok - ..." and "not ok - ..." lines, "#" diagnostics and "# end" when it got
 # to the end; each line is counted here.
@@ -266,6 +274,10 @@ go_tests() {
     report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
     DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
+    if pgbouncer_running; then
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_example go-pgbouncer "$gopath/src/yourapp/yourapp"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
+    fi
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
@@ -292,6 +304,10 @@ node_tests() {
     DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
     extract_example clients/node/README.md js 2 >"$app/session-example.js"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example node node "$app/session-example.js"
+    if pgbouncer_running; then
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_example node-pgbouncer node "$app/example.js"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
+    fi
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
 }
@@ -331,7 +347,7 @@ for language in $LANGUAGES; do
         ;;
     pgbouncer)
         if start_pgbouncer; then
-            python_tests "host=$WORK/pgbouncer port=$PGBOUNCER_PORT user=postgres dbname=postgres" pgb-py- python-pgbouncer
+            python_tests "$PGBOUNCER_CONNINFO" pgb-py- python-pgbouncer
         else
             report 1 "python-pgbouncer: PgBouncer starts" "$(cat "$WORK/pgbouncer/pgbouncer.log" 2>/dev/null)"
         fi

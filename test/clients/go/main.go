@@ -256,7 +256,7 @@ func testBadInput() {
 // all, a session closed behind its back is a loss, and pools in fair shares.
 func testSession() {
 	aName, bName := prefix+"session-a", prefix+"session-b"
-	session, ctx, err := pglease.OpenSession(bg, config(), pglease.Options{TTL: time.Second})
+	session, ctx, err := pglease.OpenSession(bg, config(), pglease.Options{TTL: 2 * time.Second})
 	if err != nil {
 		report(false, "open a session", err)
 		return
@@ -268,10 +268,10 @@ func testSession() {
 		session.Close()
 		return
 	}
-	time.Sleep(3500 * time.Millisecond)
+	time.Sleep(5 * time.Second)
 	ra, rb := row(aName), row(bName)
 	report(session.Err() == nil && ra.state == "held" && rb.state == "held" && b.Token() > a.Token() && a.Token() > 1<<53,
-		"a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone", session.Err(), ra, rb)
+		"a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone", session.Err(), ra, rb)
 	conn := connect(conninfo)
 	defer conn.Close(bg)
 	err = a.Tx(ctx, conn, func(tx pgx.Tx) error {

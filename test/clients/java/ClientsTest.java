@@ -238,13 +238,13 @@ public final class ClientsTest {
     static void testSession() throws Exception {
         String aName = PREFIX + "session-a", bName = PREFIX + "session-b";
         try (Connection c = connect()) {
-            try (Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(1)))) {
+            try (Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(2)))) {
                 SessionLease a = session.acquire(aName, Duration.ZERO);
                 SessionLease b = session.acquire(bName, Duration.ofMillis(500));
-                Thread.sleep(3500);
+                Thread.sleep(5000);
                 String aState = leaseRow(aName).get(2), bState = leaseRow(bName).get(2);
                 report(!session.isLost() && aState.equals("held") && bState.equals("held") && b.token() > a.token() && a.token() > TWO_53,
-                        "a session keeps its two leases for 3.5 s (TTL 1 s) with its keepalive alone", aState, bState);
+                        "a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone", aState, bState);
                 a.transaction(c, tx -> {
                     insert(tx, aName, "session");
                     return null;
