@@ -230,14 +230,29 @@ type SessionLease struct {
 }
 
 // Name is the lease's name.
-func (c *SessionLease) Name() string { return c.name }
+func (c *SessionLease) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
 
 // Token is the fencing token of this grant.
-func (c *SessionLease) Token() int64 { return c.token }
+func (c *SessionLease) Token() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.token
+}
 
 // State is what the pool resource's last holder checkpointed (JSON; nil for
 // Session.Acquire).
-func (c *SessionLease) State() json.RawMessage { return c.state }
+func (c *SessionLease) State() json.RawMessage {
+	if c == nil {
+		return nil
+	}
+	return c.state
+}
 
 // Err is the session's Err.
 func (c *SessionLease) Err() error {
