@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 
@@ -39,6 +40,32 @@ const (
 	fenceSQL = "SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)"
 )
 
+// The helpers' messages for bad input, the same in every helper of clients/
+// (docs/clients.md, "Bad input"); each is returned before any round trip.
+var (
+	errNoName       = errors.New("pglease: the lease name must not be empty")
+	errNegativeWait = errors.New("pglease: wait must not be negative")
+	errBadGrace     = errors.New("pglease: grace must be between 0 and ttl/2")
+	errNoConnection = errors.New("pglease: no connection given")
+	errNoContext    = errors.New("pglease: no context given")
+	errNoFunction   = errors.New("pglease: Tx needs a function to run")
+	errNoLease      = errors.New("pglease: no lease (a nil *Lease)")
+)
+
+const shortTTL = "pglease: the ttl must be at least 100 ms"
+
+// ParseConfig parses a libpq connection string, keyword = value pairs
+// ("host=/var/run/postgresql dbname=app") or a postgresql:// URI, into the
+// config Hold takes (pgx.ParseConfig, with the helpers' message for a
+// malformed one). Use it for the application's own connections too.
+func ParseConfig(connString string) (*pgx.ConnConfig, error) {
+	config, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("pglease: malformed connection string: %w", err)
+	}
+	return config, nil
+}
+
 // ErrNotAcquired: another owner held the lease for the whole Options.Wait.
 var ErrNotAcquired = errors.New("pglease: lease not acquired: another owner holds it")
 
@@ -48,13 +75,24 @@ var ErrLost = errors.New("pglease: lease lost")
 
 // FencedError is SQLSTATE LF001: the server rejected a write made under a
 // stale or expired token. The transaction is aborted; stop working under the
-// lease. Fence and Tx return it; IsFenced recognises it and the *pgconn.PgError
-// that pgx returns for LF001 from any other call.
+// lease. Fence and Tx return it; IsFenced recognises it and the
+// *pgconn.PgError that pgx returns for LF001 from any other call. Its message
+// is the server's with its DETAIL (which grant, since when); Detail() is the
+// DETAIL alone.
 type FencedError struct {
 	PgErr *pgconn.PgError
 }
 
-func (e *FencedError) Error() string { return "pglease: fenced off: " + e.PgErr.Message }
+func (e *FencedError) Error() string {
+	if e.PgErr.Detail != "" {
+		return "pglease: fenced off: " + e.PgErr.Message + "\nDETAIL: " + e.PgErr.Detail
+	}
+	return "pglease: fenced off: " + e.PgErr.Message
+}
+
+// Detail is the server's DETAIL.
+func (e *FencedError) Detail() string { return e.PgErr.Detail }
+
 func (e *FencedError) Unwrap() error { return e.PgErr }
 
 // IsFenced reports whether err is, or wraps, an LF001 error.
@@ -110,6 +148,8 @@ type Lease struct {
 	releaseMu  sync.Mutex
 	released   bool
 	releaseErr error
+
+	session bool // a Session's: token is the session id; keepalive and close instead of heartbeat and release
 }
 
 // Hold acquires lease name and keeps it until Release. The returned context
@@ -119,25 +159,45 @@ type Lease struct {
 // also bounds the acquire. Errors: ErrNotAcquired, a connection error when
 // the server could not be reached for the whole Wait, or the server's error.
 func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, context.Context, error) {
+	l, err := newLease(ctx, config, name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.acquire(ctx, opts.Wait); err != nil {
+		l.disconnect()
+		return nil, nil, err
+	}
+	return l, l.start(ctx), nil
+}
+
+// newLease checks Hold's arguments (before any round trip) and makes the
+// Lease, not yet acquired.
+func newLease(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, error) {
+	if ctx == nil {
+		return nil, errNoContext
+	}
+	if config == nil {
+		return nil, errNoConnection
+	}
 	if name == "" {
-		return nil, nil, errors.New("pglease: the lease name must not be empty")
+		return nil, errNoName
 	}
 	ttl := opts.TTL
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
 	if ttl < MinTTL {
-		return nil, nil, fmt.Errorf("pglease: TTL must be at least %v, not %v", MinTTL, ttl)
+		return nil, fmt.Errorf("%s, not %v", shortTTL, ttl)
 	}
 	if opts.Wait < 0 {
-		return nil, nil, errors.New("pglease: Wait must not be negative")
+		return nil, errNegativeWait
 	}
 	grace := opts.Grace
 	if grace == 0 {
 		grace = ttl / 5
 	}
 	if grace < 0 || grace > ttl/2 {
-		return nil, nil, errors.New("pglease: Grace must be between 0 and TTL/2")
+		return nil, errBadGrace
 	}
 	owner := opts.Owner
 	if owner == "" {
@@ -147,8 +207,7 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 	// No prepared statements, named or unnamed across round trips: they break
 	// transaction-mode poolers.
 	ownConfig.PreferSimpleProtocol = true
-
-	l := &Lease{
+	return &Lease{
 		name:     name,
 		owner:    owner,
 		ttl:      ttl,
@@ -158,31 +217,49 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 		config:   ownConfig,
 		stopped:  make(chan struct{}),
 		done:     make(chan struct{}),
-	}
-	if err := l.acquire(ctx, opts.Wait); err != nil {
-		l.disconnect()
-		return nil, nil, err
-	}
+	}, nil
+}
+
+// start begins the heartbeats and returns the lease's context.
+func (l *Lease) start(ctx context.Context) context.Context {
 	leaseCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	callCtx, stopCalls := context.WithCancel(context.Background())
 	l.stopCalls = stopCalls
 	go l.keep(callCtx)
-	return l, leaseCtx, nil
+	return leaseCtx
 }
 
 // Name is the lease's name.
-func (l *Lease) Name() string { return l.name }
+func (l *Lease) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Owner is the owner name the lease was acquired under.
-func (l *Lease) Owner() string { return l.owner }
+func (l *Lease) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.owner
+}
 
 // Token is the fencing token of this grant.
-func (l *Lease) Token() int64 { return l.token }
+func (l *Lease) Token() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
+}
 
 // Err is nil while the lease is held, and an error wrapping ErrLost, with the
 // reason, once it is lost.
 func (l *Lease) Err() error {
+	if l == nil {
+		return errNoLease
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -193,8 +270,10 @@ func (l *Lease) Err() error {
 // grant of the lease until tx ends, and sets lease.fence_token for the rest of
 // tx, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
 func (l *Lease) Fence(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, fenceSQL, l.name, l.token)
-	return fenced(err)
+	if l == nil {
+		return errNoLease
+	}
+	return l.grant().fence(ctx, tx)
 }
 
 // Beginner is what Tx needs: *pgx.Conn, *pgxpool.Pool and pgx.Tx have it.
@@ -205,19 +284,101 @@ type Beginner interface {
 // Tx runs fn in a transaction fenced with Fence, and commits it if fn returns
 // nil (else rolls back). An LF001 from the fence, fn or the commit is
 // returned as a *FencedError.
+//
+// ctx may be the context Hold returned. Once the lease is lost (that context
+// cancelled), Tx still asks the server, so that a lease that was taken over
+// gives the *FencedError; if the fence passes (the server has not let the
+// lease go yet), it returns Err() without running fn. The statements Tx sends
+// itself do not end with ctx once the lease is lost, and the rollback never
+// does: pgx closes a connection whose context ends during a call, and the
+// connection is the caller's.
 func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+	if l == nil {
+		return errNoLease
+	}
+	return l.grant().tx(ctx, db, fn)
+}
+
+func (l *Lease) grant() grant { return grant{name: l.name, token: l.token, lost: l.Err} }
+
+// grant is what fencing needs: a lease's name and token, and whether the
+// helper has lost it (a Lease, or a lease held under a Session).
+type grant struct {
+	name  string
+	token int64
+	lost  func() error
+}
+
+func (g grant) fence(ctx context.Context, tx pgx.Tx) error {
+	if ctx == nil {
+		return errNoContext
+	}
+	if tx == nil {
+		return errNoConnection
+	}
+	_, err := tx.Exec(ctx, fenceSQL, g.name, g.token)
+	return fenced(err)
+}
+
+func (g grant) tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err error) {
+	switch {
+	case ctx == nil:
+		return errNoContext
+	case isNil(db):
+		return errNoConnection
+	case fn == nil:
+		return errNoFunction
+	}
+	lost := g.lost()
+	if lost == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	own := ctx
+	if lost != nil {
+		own = detached{ctx}
+	}
+	tx, err := db.Begin(own)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit a no-op
-	if err := l.Fence(ctx, tx); err != nil {
+	defer func() {
+		if err != nil {
+			// Bounded, and never by ctx: a rollback that fails makes pgx close the connection.
+			rollbackCtx, cancel := context.WithTimeout(detached{ctx}, maxReleaseWait)
+			defer cancel()
+			tx.Rollback(rollbackCtx) //nolint:errcheck // the error that matters is err
+		}
+	}()
+	if err := g.fence(own, tx); err != nil {
 		return err
+	}
+	if lost != nil {
+		return lost
 	}
 	if err := fn(tx); err != nil {
 		return fenced(err)
 	}
-	return fenced(tx.Commit(ctx))
+	// The fence passed: no new grant can commit before this transaction ends,
+	// so the commit is safe even if the loss is signalled meanwhile.
+	return fenced(tx.Commit(detached{ctx}))
+}
+
+// detached carries a context's values but not its cancellation or deadline
+// (context.WithoutCancel, before Go 1.21).
+type detached struct{ parent context.Context }
+
+func (detached) Deadline() (time.Time, bool)         { return time.Time{}, false }
+func (detached) Done() <-chan struct{}               { return nil }
+func (detached) Err() error                          { return nil }
+func (d detached) Value(key interface{}) interface{} { return d.parent.Value(key) }
+
+// isNil reports whether db is nil, or a nil pointer in an interface.
+func isNil(db Beginner) bool {
+	if db == nil {
+		return true
+	}
+	v := reflect.ValueOf(db)
+	return v.Kind() == reflect.Ptr && v.IsNil()
 }
 
 // Release stops the heartbeats and releases the lease (trying for at most 5
@@ -226,6 +387,9 @@ func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) erro
 // error wrapping ErrLost if the server no longer had it, or the error of the
 // release call. Calling it again returns the same.
 func (l *Lease) Release() error {
+	if l == nil {
+		return errNoLease
+	}
 	l.releaseMu.Lock()
 	defer l.releaseMu.Unlock()
 	if l.released {
@@ -244,6 +408,13 @@ func (l *Lease) Release() error {
 	deadline := time.Now().Add(maxReleaseWait)
 	if expires := l.lastSuccess.Add(l.ttl); expires.Before(deadline) {
 		deadline = expires
+	}
+	if l.session {
+		var count int32
+		if err := l.call(context.Background(), deadline, sessionCloseSQL, []interface{}{l.token}, &count); err != nil {
+			l.releaseErr = fmt.Errorf("pglease: could not close session %d (it expires on its own): %w", l.token, err)
+		}
+		return l.releaseErr
 	}
 	var released bool
 	if err := l.call(context.Background(), deadline, releaseSQL, []interface{}{l.name, l.token}, &released); err != nil {
@@ -322,7 +493,11 @@ func (l *Lease) keep(callCtx context.Context) {
 			}
 		}
 		var renewed bool
-		err := l.call(callCtx, minTime(trustEnds, now.Add(l.interval)), heartbeatSQL, []interface{}{l.name, l.token}, &renewed)
+		renewSQL, renewArgs := heartbeatSQL, []interface{}{l.name, l.token}
+		if l.session {
+			renewSQL, renewArgs = sessionKeepaliveSQL, []interface{}{l.token}
+		}
+		err := l.call(callCtx, minTime(trustEnds, now.Add(l.interval)), renewSQL, renewArgs, &renewed)
 		select {
 		case <-l.stopped:
 			return

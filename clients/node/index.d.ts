@@ -30,9 +30,16 @@ export class Lease {
   release(): Promise<boolean>;
 }
 
-export function hold(clientConfig: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
+/**
+ * A libpq connection string (keyword = value pairs or a postgresql:// URI) as
+ * a pg config; a config object passes as it is. Throws a TypeError when it is
+ * missing or malformed.
+ */
+export function clientConfig(connection: string | ClientConfig): ClientConfig;
+
+export function hold(connection: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
 export function withLease<T>(
-  clientConfig: string | ClientConfig,
+  connection: string | ClientConfig,
   name: string,
   options: HoldOptions | undefined,
   fn: (lease: Lease) => Promise<T>,
@@ -41,8 +48,58 @@ export function withLease<T>(
 /** SQLSTATE LF001: a write under a stale or expired token was rejected. `cause` is pg's DatabaseError. */
 export class FencedError extends Error {
   readonly code: 'LF001';
+  /** The server's DETAIL (the message ends with it too). */
+  readonly detail: string | undefined;
 }
 export class NotAcquiredError extends Error {}
 export class LeaseLostError extends Error {}
 /** Whether err is LF001 (a FencedError, or pg's DatabaseError with that code). */
 export function isFenced(err: unknown): boolean;
+
+export interface SessionOptions {
+  /** Owner name; default host:pid:random. */
+  owner?: string;
+  /** TTL in milliseconds; default 20000, at least 100. */
+  ttl?: number;
+  /** Time your code has to stop after the loss signal, in ms; default ttl/5, at most ttl/2. */
+  grace?: number;
+}
+
+/** A lease held under a Session: live while the session is. */
+export class SessionLease {
+  readonly session: Session;
+  readonly name: string;
+  readonly token: bigint;
+  /** What the pool resource's last holder checkpointed (null for Session.acquire). */
+  readonly state: unknown;
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+  check(): void;
+  fence(client: Client): Promise<void>;
+  transaction<T>(db: Client | Pool, fn: (client: Client) => Promise<T>): Promise<T>;
+  /** false, and nothing changed, if the token is stale. With client: in its open transaction. */
+  checkpoint(state: unknown, client?: Client): Promise<boolean>;
+  release(): Promise<boolean>;
+}
+
+/** A session: one keepalive for every lease acquired or claimed under it. */
+export class Session {
+  readonly id: bigint;
+  readonly owner: string;
+  readonly ttl: number;
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+  check(): void;
+  acquire(name: string, options?: { wait?: number }): Promise<SessionLease>;
+  claim(pool: string, options?: { max?: number }): Promise<SessionLease[]>;
+  surplus(pool: string): Promise<string[]>;
+  /** Closes the session, releasing every lease it still holds. Rejects with LeaseLostError if it was lost. */
+  close(): Promise<boolean>;
+}
+
+export function session(connection: string | ClientConfig, options?: SessionOptions): Promise<Session>;
+export function withSession<T>(
+  connection: string | ClientConfig,
+  options: SessionOptions | undefined,
+  fn: (session: Session) => Promise<T>,
+): Promise<T>;

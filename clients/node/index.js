@@ -25,12 +25,17 @@ const RELEASE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
 // the rest of the transaction: INSERT, UPDATE and DELETE alike.
 const FENCE = 'SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)';
 
-/** SQLSTATE LF001: the server rejected a write made under a stale or expired token. */
+/**
+ * SQLSTATE LF001: the server rejected a write made under a stale or expired
+ * token. The message is the server's, with its DETAIL (which grant, since
+ * when); `detail` holds the DETAIL alone and `cause` is pg's DatabaseError.
+ */
 class FencedError extends Error {
   constructor(dbError) {
-    super(dbError.message, { cause: dbError });
+    super(dbError.detail ? `${dbError.message}\nDETAIL: ${dbError.detail}` : dbError.message, { cause: dbError });
     this.name = 'FencedError';
     this.code = 'LF001';
+    this.detail = dbError.detail;
   }
 }
 
@@ -66,6 +71,128 @@ class CallTimeout extends Error {
   }
 }
 
+// The helper's messages for bad input, the same in every helper of
+// clients/ (docs/clients.md, "Bad input").
+const MESSAGES = {
+  name: 'pglease: the lease name must not be empty',
+  ttl: `pglease: the ttl must be at least ${MIN_TTL_MS} ms`,
+  wait: 'pglease: wait must not be negative',
+  grace: 'pglease: grace must be between 0 and ttl/2',
+  connection: 'pglease: no connection given',
+  malformed: 'pglease: malformed connection string: ',
+};
+
+// libpq keywords (docs: libpq "Parameter Key Words") and what pg.Client calls them.
+const LIBPQ_KEYWORDS = {
+  host: 'host',
+  hostaddr: 'host',
+  port: 'port',
+  dbname: 'database',
+  user: 'user',
+  password: 'password',
+  application_name: 'application_name',
+  fallback_application_name: 'fallback_application_name',
+  options: 'options',
+  connect_timeout: 'connect_timeout',
+  sslmode: 'sslmode',
+  keepalives: 'keepalives',
+  keepalives_idle: 'keepalives_idle',
+  client_encoding: 'client_encoding',
+  target_session_attrs: 'target_session_attrs',
+};
+
+/**
+ * Parses a libpq connection string of keyword = value pairs (values may be
+ * single-quoted, with \\' and \\\\ escapes), as psql and psycopg take it, into a
+ * pg.Client config. Throws a TypeError for a malformed one.
+ */
+function parseKeywordValue(text) {
+  const config = {};
+  let i = 0;
+  const space = (c) => c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f' || c === '\v';
+  for (;;) {
+    while (i < text.length && space(text[i])) i++;
+    if (i >= text.length) break;
+    let key = '';
+    while (i < text.length && text[i] !== '=' && !space(text[i])) key += text[i++];
+    while (i < text.length && space(text[i])) i++;
+    if (text[i] !== '=') throw new TypeError(`${MESSAGES.malformed}missing "=" after "${key}" in connection info string`);
+    i++;
+    while (i < text.length && space(text[i])) i++;
+    let value = '';
+    if (text[i] === "'") {
+      i++;
+      for (;;) {
+        if (i >= text.length) throw new TypeError(`${MESSAGES.malformed}unterminated quoted string`);
+        if (text[i] === '\\' && i + 1 < text.length) {
+          value += text[i + 1];
+          i += 2;
+        } else if (text[i] === "'") {
+          i++;
+          break;
+        } else {
+          value += text[i++];
+        }
+      }
+    } else {
+      while (i < text.length && !space(text[i])) {
+        if (text[i] === '\\' && i + 1 < text.length) i++;
+        value += text[i++];
+      }
+    }
+    const property = LIBPQ_KEYWORDS[key];
+    if (!property) throw new TypeError(`${MESSAGES.malformed}invalid connection option "${key}"`);
+    config[property] = value;
+  }
+  return config;
+}
+
+/**
+ * What pg.Client takes, made from what the helpers take: a libpq connection
+ * string (keyword = value pairs, or a postgresql:// or postgres:// URI), or
+ * pg's own config object. Throws a TypeError before any round trip when it is
+ * missing or malformed.
+ */
+function clientConfig(connection) {
+  if (connection === null || connection === undefined) throw new TypeError(MESSAGES.connection);
+  if (typeof connection === 'object') return connection;
+  if (typeof connection !== 'string') throw new TypeError(MESSAGES.connection);
+  if (/^postgres(ql)?:\/\//.test(connection)) {
+    try {
+      new URL(connection); // eslint-disable-line no-new
+    } catch (err) {
+      throw new TypeError(`${MESSAGES.malformed}${err.message}`);
+    }
+    return { connectionString: connection };
+  }
+  const config = parseKeywordValue(connection);
+  if (config.port !== undefined) {
+    if (!/^[0-9]+$/.test(config.port)) throw new TypeError(`${MESSAGES.malformed}invalid port "${config.port}"`);
+    config.port = Number(config.port);
+  }
+  if (config.connect_timeout !== undefined) {
+    config.connectionTimeoutMillis = Number(config.connect_timeout) * 1000;
+    delete config.connect_timeout;
+  }
+  if (config.keepalives !== undefined) {
+    config.keepAlive = config.keepalives !== '0';
+    delete config.keepalives;
+  }
+  if (config.keepalives_idle !== undefined) {
+    config.keepAliveInitialDelayMillis = Number(config.keepalives_idle) * 1000;
+    delete config.keepalives_idle;
+  }
+  if (config.sslmode !== undefined) {
+    const mode = config.sslmode;
+    delete config.sslmode;
+    if (mode === 'require' || mode === 'prefer' || mode === 'allow') config.ssl = { rejectUnauthorized: false };
+    else if (mode === 'verify-ca' || mode === 'verify-full') config.ssl = true;
+    else if (mode !== 'disable') throw new TypeError(`${MESSAGES.malformed}invalid sslmode "${mode}"`);
+  }
+  for (const key of ['fallback_application_name', 'client_encoding', 'target_session_attrs']) delete config[key];
+  return config;
+}
+
 const clamp = (value, low, high) => Math.max(low, Math.min(high, value));
 
 function defaultOwner() {
@@ -73,21 +200,23 @@ function defaultOwner() {
 }
 
 class Lease {
-  constructor(clientConfig, name, options = {}) {
-    if (typeof name !== 'string' || name === '') throw new TypeError('the lease name must be a non-empty string');
+  constructor(connection, name, options = {}) {
+    const config = clientConfig(connection);
+    if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+    options = options ?? {};
     const ttl = options.ttl ?? DEFAULT_TTL_MS;
-    if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`ttl must be at least ${MIN_TTL_MS} ms, not ${ttl}`);
+    if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`${MESSAGES.ttl}, not ${ttl}`);
     const wait = options.wait ?? 0;
-    if (!Number.isFinite(wait) || wait < 0) throw new RangeError('wait must be a number of milliseconds, not negative');
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
     const grace = options.grace ?? ttl / 5;
-    if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError('grace must be between 0 and ttl/2');
+    if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError(MESSAGES.grace);
 
     this.name = name;
     this.owner = options.owner || defaultOwner();
     this.ttl = ttl;
     /** The fencing token of this grant, a BigInt. */
     this.token = null;
-    this._clientConfig = clientConfig;
+    this._clientConfig = config;
     this._wait = wait;
     // Every period counts from when the last successful acquire or heartbeat
     // was sent (docs/cli.md, "How run keeps the command inside the lease"):
@@ -129,6 +258,7 @@ class Lease {
    * token would last one statement: use transaction().
    */
   async fence(client) {
+    if (client === null || client === undefined) throw new TypeError(MESSAGES.connection);
     try {
       await client.query(FENCE, [this.name, this.token.toString()]);
     } catch (err) {
@@ -142,6 +272,8 @@ class Lease {
    * it; rolls back if fn throws. LF001 from any step throws a FencedError.
    */
   async transaction(db, fn) {
+    if (db === null || db === undefined) throw new TypeError(MESSAGES.connection);
+    if (typeof fn !== 'function') throw new TypeError('pglease: transaction() needs a function to run');
     const pooled = typeof db.idleCount === 'number';
     const client = pooled ? await db.connect() : db;
     try {
@@ -248,7 +380,7 @@ class Lease {
       }
       let renewed;
       try {
-        renewed = await this._call(HEARTBEAT, [this.name, this.token.toString()], Math.min(trustEnds, now + this._interval));
+        renewed = await this._call(...this._renewal(), Math.min(trustEnds, now + this._interval));
       } catch {
         if (this._stopped) return;
         next = performance.now() + this._retry;
@@ -262,6 +394,11 @@ class Lease {
       this._lastSuccess = now;
       next = now + this._interval;
     }
+  }
+
+  // The heartbeat's statement and parameters.
+  _renewal() {
+    return [HEARTBEAT, [this.name, this.token.toString()]];
   }
 
   _lose(reason) {
@@ -305,16 +442,17 @@ class Lease {
 
 /**
  * Acquires lease `name` and heartbeats it until `lease.release()`.
- * `clientConfig` is what `new pg.Client()` takes (a connection string or a
- * config object), for the helper's own client. Options, in milliseconds:
+ * `connection` is a libpq connection string (keyword = value pairs, or a
+ * postgresql:// URI) or what `new pg.Client()` takes (a config object), for
+ * the helper's own client. Options, in milliseconds:
  * `ttl` (default 20000, at least 100), `wait` (how long to wait in the
  * server's queue while another owner holds the lease; default 0, one try;
  * then NotAcquiredError),
  * `grace` (default ttl/5, at most ttl/2: the time your code has to stop after
  * the loss signal), `owner` (default host:pid:random).
  */
-async function hold(clientConfig, name, options) {
-  const lease = new Lease(clientConfig, name, options);
+async function hold(connection, name, options) {
+  const lease = new Lease(connection, name, options);
   try {
     await lease._acquire();
   } catch (err) {
@@ -330,8 +468,9 @@ async function hold(clientConfig, name, options) {
  * what fn returned. If fn succeeded but the lease was lost meanwhile, throws
  * the LeaseLostError.
  */
-async function withLease(clientConfig, name, options, fn) {
-  const lease = await hold(clientConfig, name, options);
+async function withLease(connection, name, options, fn) {
+  if (typeof fn !== 'function') throw new TypeError('pglease: withLease() needs a function to run');
+  const lease = await hold(connection, name, options);
   let result;
   try {
     result = await fn(lease);
@@ -343,4 +482,225 @@ async function withLease(clientConfig, name, options, fn) {
   return result;
 }
 
-module.exports = { hold, withLease, Lease, FencedError, NotAcquiredError, LeaseLostError, isFenced };
+// -- sessions and pools ------------------------------------------------------
+
+const SESSION_OPEN = 'SELECT lease.session_open($1, $2::pg_catalog.interval, false)::pg_catalog.text AS value';
+const SESSION_KEEPALIVE = 'SELECT lease.session_keepalive($1::pg_catalog.int8) AS value';
+const SESSION_CLOSE = 'SELECT lease.session_close($1::pg_catalog.int8) AS value';
+const SESSION_ACQUIRE =
+  'SELECT lease.session_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.interval)::pg_catalog.text AS token';
+const CLAIM =
+  'SELECT name, token::pg_catalog.text AS token, state FROM lease.claim($1, $2::pg_catalog.int8, $3::pg_catalog.int4)';
+const SURPLUS = 'SELECT name FROM lease.surplus($1, $2::pg_catalog.int8) AS name';
+const CHECKPOINT = 'SELECT lease.checkpoint($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb) AS value';
+const RELEASE_ONE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
+
+/**
+ * A session of the lease extension (docs/concepts.md, "Sessions"): one
+ * keepalive, every TTL/3, for every lease acquired or claimed under it, with
+ * the loss signal of a Lease (`signal`, `lost`, `check()`). `acquire`,
+ * `claim`, `surplus` and the leases' `release` and `checkpoint` run on a
+ * second client of the helper's, so a waiting acquire never delays a
+ * keepalive. Not bound to its connection: it works through PgBouncer in
+ * transaction mode.
+ */
+class Session extends Lease {
+  constructor(connection, options = {}) {
+    super(connection, 'session', { ...(options ?? {}), wait: 0 });
+    this._ops = null;
+  }
+
+  /** The session's id, a BigInt. */
+  get id() {
+    return this.token;
+  }
+
+  /** Throws the LeaseLostError if the session has been lost. */
+  check() {
+    if (this._lostError) throw this._lostError;
+  }
+
+  /** Acquires lease `name` under the session, waiting up to `wait` ms in the server's queue; then NotAcquiredError. */
+  async acquire(name, options = {}) {
+    if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+    const wait = (options ?? {}).wait ?? 0;
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
+    const [row] = await this._query(SESSION_ACQUIRE, [this.id.toString(), name, `${Math.round(wait * 1000)} microseconds`]);
+    if (row.token === null) throw new NotAcquiredError(name);
+    return new SessionLease(this, name, BigInt(row.token), null);
+  }
+
+  /** The new grants of the session's fair share of `pool` (at most `max`), each with the state last checkpointed. */
+  async claim(pool, options = {}) {
+    if (typeof pool !== 'string' || pool === '') throw new TypeError('pglease: the pool name must not be empty');
+    const max = (options ?? {}).max ?? null;
+    const rows = await this._query(CLAIM, [pool, this.id.toString(), max]);
+    return rows.map((row) => new SessionLease(this, row.name, BigInt(row.token), row.state));
+  }
+
+  /** The names this session holds in `pool` beyond its fair share, for it to release. */
+  async surplus(pool) {
+    if (typeof pool !== 'string' || pool === '') throw new TypeError('pglease: the pool name must not be empty');
+    return (await this._query(SURPLUS, [pool, this.id.toString()])).map((row) => row.name);
+  }
+
+  /** Closes the session, releasing every lease it still holds: as release(). */
+  close() {
+    return this.release();
+  }
+
+  async _query(text, values) {
+    this.check();
+    if (!this._ops) {
+      const client = new pg.Client(this._clientConfig);
+      client.on('error', () => {});
+      this._ops = client.connect().then(() => client);
+      this._ops.catch(() => {
+        this._ops = null;
+      });
+    }
+    const client = await this._ops;
+    try {
+      return (await client.query(text, values)).rows;
+    } catch (err) {
+      if (err.code === 'LF003') throw new LeaseLostError(`session ${this.token}`, `${err.message}`);
+      if (!(err instanceof pg.DatabaseError)) {
+        this._ops = null;
+        client.end().catch(() => {});
+      }
+      throw fenced(err);
+    }
+  }
+
+  async _acquire() {
+    const sent = performance.now();
+    const value = await this._call(SESSION_OPEN, [this.owner, `${Math.round(this.ttl)} milliseconds`], sent + this._trust);
+    this.token = BigInt(value);
+    this._lastSuccess = sent;
+  }
+
+  _renewal() {
+    return [SESSION_KEEPALIVE, [this.token.toString()]];
+  }
+
+  _lose(reason) {
+    this._lostError = new LeaseLostError(`session ${this.token}`, reason);
+    this._controller.abort(this._lostError);
+  }
+
+  async _release() {
+    this._stopped = true;
+    if (this._wake) this._wake();
+    await this._keeping;
+    try {
+      this.check();
+      const deadline = Math.min(performance.now() + MAX_RELEASE_WAIT_MS, this._lastSuccess + this.ttl);
+      try {
+        await this._call(SESSION_CLOSE, [this.token.toString()], deadline);
+      } catch (err) {
+        if (err instanceof pg.DatabaseError) throw err;
+        return false;
+      }
+      return true;
+    } finally {
+      this._disconnect();
+      if (this._ops) {
+        const ops = this._ops;
+        this._ops = null;
+        ops.then((client) => client.end()).catch(() => {});
+      }
+    }
+  }
+}
+
+/** A lease held under a Session: live while the session is. */
+class SessionLease {
+  constructor(session, name, token, state) {
+    this.session = session;
+    this.name = name;
+    /** The fencing token of this grant, a BigInt. */
+    this.token = token;
+    /** What the pool resource's last holder checkpointed (null for Session.acquire). */
+    this.state = state;
+  }
+
+  get signal() {
+    return this.session.signal;
+  }
+
+  get lost() {
+    return this.session.lost;
+  }
+
+  check() {
+    this.session.check();
+  }
+
+  /**
+   * Stores `state` (anything JSON) as the resource's progress under this
+   * grant's token: false, and nothing changed, if the token is stale. With
+   * `client`, in its open transaction (atomic with your writes there).
+   */
+  async checkpoint(state, client) {
+    const values = [this.name, this.token.toString(), JSON.stringify(state)];
+    if (client) return (await client.query(CHECKPOINT, values)).rows[0].value;
+    return (await this.session._query(CHECKPOINT, values))[0].value;
+  }
+
+  /** Releases this lease now (the session keeps its others). */
+  async release() {
+    return (await this.session._query(RELEASE_ONE, [this.name, this.token.toString()]))[0].value;
+  }
+}
+SessionLease.prototype.fence = Lease.prototype.fence;
+SessionLease.prototype.transaction = Lease.prototype.transaction;
+
+/**
+ * Opens a session and keeps it alive until `session.close()`. `connection`
+ * as for hold(); options `ttl`, `grace`, `owner` as for hold().
+ */
+async function session(connection, options) {
+  const opened = new Session(connection, options);
+  try {
+    await opened._acquire();
+  } catch (err) {
+    opened._disconnect();
+    throw err;
+  }
+  opened._keeping = opened._keep();
+  return opened;
+}
+
+/**
+ * Holds a session while `await fn(session)` runs, then closes it (releasing
+ * every lease it still holds); if fn succeeded but the session was lost
+ * meanwhile, throws the LeaseLostError.
+ */
+async function withSession(connection, options, fn) {
+  if (typeof fn !== 'function') throw new TypeError('pglease: withSession() needs a function to run');
+  const opened = await session(connection, options);
+  let result;
+  try {
+    result = await fn(opened);
+  } catch (err) {
+    await opened.close().catch(() => {});
+    throw err;
+  }
+  await opened.close();
+  return result;
+}
+
+module.exports = {
+  hold,
+  withLease,
+  session,
+  withSession,
+  Lease,
+  Session,
+  SessionLease,
+  FencedError,
+  NotAcquiredError,
+  LeaseLostError,
+  isFenced,
+  clientConfig,
+};

@@ -24,7 +24,7 @@ function report(ok, description, ...diagnostic) {
 }
 
 async function admin(text, values = []) {
-  const client = new pg.Client(CONN);
+  const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {
     return (await client.query(text, values)).rows[0];
@@ -125,6 +125,145 @@ async function testErrors() {
   }
 }
 
+// The same bad input gets the same message from every helper
+// (docs/clients.md, "Bad input"), before any round trip: the server here is
+// unreachable, so a round trip would fail with ECONNREFUSED instead.
+async function testBadInput() {
+  const unreachable = new URL(CONN);
+  unreachable.port = '1';
+  const down = unreachable.toString();
+  const cases = [
+    ['an empty name', () => pglease.hold(down, ''), TypeError, 'pglease: the lease name must not be empty'],
+    ['a zero ttl', () => pglease.hold(down, 'node-bad', { ttl: 0 }), RangeError, 'pglease: the ttl must be at least 100 ms, not 0'],
+    ['a negative ttl', () => pglease.hold(down, 'node-bad', { ttl: -1000 }), RangeError, 'pglease: the ttl must be at least 100 ms, not -1000'],
+    ['a negative wait', () => pglease.hold(down, 'node-bad', { wait: -1 }), RangeError, 'pglease: wait must not be negative'],
+    ['no connection (null)', () => pglease.hold(null, 'node-bad'), TypeError, 'pglease: no connection given'],
+    ['no connection (undefined)', () => pglease.withLease(undefined, 'node-bad', {}, async () => {}), TypeError, 'pglease: no connection given'],
+    ['a malformed key=value string', () => pglease.hold('host=/tmp port=1 dbname', 'node-bad'), TypeError,
+      'pglease: malformed connection string: missing "=" after "dbname" in connection info string'],
+    ['an unknown keyword', () => pglease.hold('host=/tmp port=1 colour=blue', 'node-bad'), TypeError,
+      'pglease: malformed connection string: invalid connection option "colour"'],
+    ['a malformed URI', () => pglease.hold('postgresql://[::1', 'node-bad'), TypeError, 'pglease: malformed connection string: Invalid URL'],
+  ];
+  for (const [what, call, type, message] of cases) {
+    try {
+      await call();
+      report(false, `bad input, ${what}: "${message}"`);
+    } catch (err) {
+      report(err instanceof type && err.message === message, `bad input, ${what}: ${type.name} "${message}" before any round trip`, err);
+    }
+  }
+  const lease = await pglease.hold(CONN, `${PREFIX}bad-input`, { ttl: 5000 });
+  try {
+    for (const [what, call] of [
+      ['transaction(null)', () => lease.transaction(null, async () => {})],
+      ['fence(undefined)', () => lease.fence(undefined)],
+    ]) {
+      try {
+        await call();
+        report(false, `bad input, ${what}: "pglease: no connection given"`);
+      } catch (err) {
+        report(err instanceof TypeError && err.message === 'pglease: no connection given', `bad input, ${what}: TypeError "pglease: no connection given"`, err);
+      }
+    }
+  } finally {
+    await lease.release();
+  }
+}
+
+// A libpq keyword = value string (the one psql, psycopg and pgx take) for
+// the helper's own client, and through clientConfig() for the application's.
+async function testKeywordValue() {
+  const conninfo = process.env.CLIENTS_KEYWORD_CONNINFO;
+  const name = `${PREFIX}keyword-value`;
+  try {
+    const lease = await pglease.hold(conninfo, name, { ttl: 5000 });
+    const client = new pg.Client(pglease.clientConfig(conninfo));
+    await client.connect();
+    try {
+      await lease.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'keyword=value')", [name]));
+    } finally {
+      await client.end();
+    }
+    const row = await leaseRow(name);
+    const released = await lease.release();
+    report(row.state === 'held' && released, `a libpq keyword = value string (${conninfo}) works for the helper and through clientConfig() for pg`, row);
+  } catch (err) {
+    report(false, `a libpq keyword = value string (${conninfo}) works for the helper and through clientConfig() for pg`, err);
+  }
+}
+
+// A session: one keepalive for its leases, its close releases them all, a
+// session closed behind its back is a loss, and pools in fair shares.
+async function testSession() {
+  const aName = `${PREFIX}session-a`;
+  const bName = `${PREFIX}session-b`;
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    await pglease.withSession(CONN, { ttl: 2000 }, async (session) => {
+      const a = await session.acquire(aName);
+      const b = await session.acquire(bName, { wait: 500 });
+      await sleep(5000);
+      const states = [(await leaseRow(aName)).state, (await leaseRow(bName)).state];
+      report(!session.lost && states.join() === 'held,held' && b.token > a.token && a.token > TWO_53,
+        'a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone', states);
+      await a.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'session')", [aName]));
+      await admin('SELECT lease.lease_revoke($1)', [bName]);
+      try {
+        await b.transaction(client, (c) => c.query("INSERT INTO client_log (lease_name, note) VALUES ($1, 'revoked')", [bName]));
+        report(false, "a revoked session lease's fenced transaction throws FencedError");
+      } catch (err) {
+        report(err instanceof pglease.FencedError && Boolean(err.detail), "a session lease fences: a revoked one's fenced transaction throws FencedError", err);
+      }
+    });
+    report((await leaseRow(aName)).state === 'free', "the end of withSession closes the session: its leases are released");
+
+    const session = await pglease.session(CONN, { ttl: 1500 });
+    await session.acquire(aName);
+    const aborted = new Promise((resolve) => session.signal.addEventListener('abort', () => resolve(performance.now())));
+    await admin('SELECT lease.session_close($1)', [session.id.toString()]);
+    const closed = performance.now();
+    const took = (await Promise.race([aborted, sleep(3000).then(() => null)])) - closed;
+    let refused = null;
+    await session.acquire(bName).catch((err) => {
+      refused = err;
+    });
+    const closeError = await session.close().then(() => null, (err) => err);
+    report(took >= 0 && took <= 750 && refused instanceof pglease.LeaseLostError && closeError instanceof pglease.LeaseLostError,
+      `a session closed behind its back is lost at the next keepalive (${Math.round(took)} ms); acquire and close then reject with LeaseLostError`, refused, closeError);
+  } finally {
+    await client.end();
+  }
+}
+
+async function testPool() {
+  const pool = `${PREFIX}pool`;
+  await admin("SELECT count(lease.pool_put($1, $1 || ':' || i)) FROM generate_series(1, 4) AS i", [pool]);
+  const first = await pglease.session(CONN, { ttl: 5000 });
+  const second = await pglease.session(CONN, { ttl: 5000 });
+  try {
+    const mine = await first.claim(pool);
+    report(mine.length === 4 && mine.every((m) => JSON.stringify(m.state) === '{}' && typeof m.token === 'bigint'), 'a lone claimer claims the whole pool', mine.map((m) => m.name));
+    let theirs = await second.claim(pool);
+    const surplus = await first.surplus(pool);
+    report(theirs.length === 0 && surplus.length === 2, 'a second claimer: nothing free yet; the first has two beyond its share', theirs, surplus);
+    const byName = new Map(mine.map((m) => [m.name, m]));
+    const released = [];
+    for (const name of surplus) released.push(await byName.get(name).release());
+    theirs = await second.claim(pool);
+    report(released.join() === 'true,true' && theirs.map((t) => t.name).sort().join() === [...surplus].sort().join(), 'what the first hands back, the second claims', theirs.map((t) => t.name));
+    const old = byName.get(surplus[0]);
+    const stale = await old.checkpoint({ seq: 99 });
+    const fresh = await theirs.find((t) => t.name === old.name).checkpoint({ seq: 1 });
+    const { state } = await admin('SELECT state FROM lease.pool_resources WHERE name = $1', [old.name]);
+    report(stale === false && fresh === true && state.seq === 1, 'checkpoint under a stale token is false and changes nothing; under the current one it stores the state', stale, fresh, state);
+  } finally {
+    await first.close();
+    await second.close();
+  }
+}
+
 async function testHeartbeat() {
   const name = `${PREFIX}heartbeat`;
   await pglease.withLease(CONN, name, { ttl: 1000 }, async (lease) => {
@@ -211,6 +350,8 @@ async function testRevoked() {
       report(err instanceof pglease.FencedError && err.code === 'LF001' && err.cause instanceof pg.DatabaseError && count === 0,
         'a fenced transaction under the revoked token throws FencedError (code LF001, cause pg.DatabaseError) from the fence itself: nothing written to a table without a fence trigger',
         err, count);
+      report(typeof err.detail === 'string' && err.detail.length > 0 && err.detail === err.cause.detail && err.message.includes(err.detail),
+        "the FencedError keeps the server's DETAIL (err.detail, and in its message)", err);
     }
   } finally {
     await client.end();
@@ -290,7 +431,7 @@ async function testOutage() {
 }
 
 async function main() {
-  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

@@ -139,6 +139,129 @@ def test_errors():
         report(True, "an unreachable server: psycopg.OperationalError")
 
 
+def test_bad_input():
+    """The same bad input gets the same message from every helper
+    (docs/clients.md, "Bad input"), before any round trip: the server here is
+    unreachable, so a round trip would raise OperationalError instead."""
+    down = f"{CONNINFO} port=1"
+    cases = [
+        ("an empty name", lambda: pglease.hold(down, ""), "pglease: the lease name must not be empty"),
+        ("a zero ttl", lambda: pglease.hold(down, "py-bad", ttl=0), "pglease: the ttl must be at least 100 ms, not 0.0 s"),
+        ("a negative ttl", lambda: pglease.hold(down, "py-bad", ttl=-1), "pglease: the ttl must be at least 100 ms, not -1.0 s"),
+        ("a negative wait", lambda: pglease.hold(down, "py-bad", wait=-0.001), "pglease: wait must not be negative"),
+        ("no connection (None)", lambda: pglease.hold(None, "py-bad"), "pglease: no connection given"),
+        (
+            "a malformed key=value string",
+            lambda: pglease.hold("host=/tmp port=1 dbname", "py-bad"),
+            'pglease: malformed connection string: missing "=" after "dbname" in connection info string',
+        ),
+        (
+            "an unknown keyword",
+            lambda: pglease.hold("host=/tmp port=1 colour=blue", "py-bad"),
+            'pglease: malformed connection string: invalid connection option "colour"',
+        ),
+        (
+            "a malformed URI",
+            lambda: pglease.hold("postgresql://[::1", "py-bad"),
+            "pglease: malformed connection string: ",
+        ),
+    ]
+    for what, call, message in cases:
+        try:
+            with call():
+                pass
+            report(False, f'bad input, {what}: ValueError "{message}"')
+        except ValueError as error:
+            ok = str(error) == message or (message.endswith(": ") and str(error).startswith(message))
+            report(ok, f'bad input, {what}: ValueError "{message}" before any round trip', repr(error))
+        except Exception as error:
+            report(False, f'bad input, {what}: ValueError "{message}"', repr(error))
+    with pglease.hold(CONNINFO, PREFIX + "bad-input", ttl=5) as lease:
+        for what, call in [("transaction(None)", lambda: lease.transaction(None).__enter__()), ("fence(None)", lambda: lease.fence(None))]:
+            try:
+                call()
+                report(False, f'bad input, {what}: ValueError "pglease: no connection given"')
+            except ValueError as error:
+                report(str(error) == "pglease: no connection given", f'bad input, {what}: ValueError "pglease: no connection given"', repr(error))
+
+
+def test_session():
+    """A session: one keepalive for its leases, its close releases them all, a
+    session closed behind its back is a loss, and pools in fair shares."""
+    a_name, b_name = PREFIX + "session-a", PREFIX + "session-b"
+    with pglease.session(CONNINFO, ttl=2) as session:
+        a = session.acquire(a_name)
+        b = session.acquire(b_name, wait=0.5)
+        time.sleep(5)
+        keepalives = admin("SELECT count(*) FROM lease.sessions WHERE id = %s", session.id)[0]
+        states = [lease_row(a_name)[2], lease_row(b_name)[2]]
+        report(
+            not session.lost.is_set() and states == ["held", "held"] and b.token > a.token > TWO_53 and keepalives == 1,
+            "a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone",
+            f"lost: {session.lost_reason}, states {states}",
+        )
+        try:
+            pglease.hold(CONNINFO, a_name).__enter__()
+            report(False, "a session's lease is held against others")
+        except pglease.NotAcquired:
+            report(True, "a session's lease is held against others")
+        with psycopg.connect(CONNINFO, autocommit=True, prepare_threshold=None) as conn:
+            with a.transaction(conn):
+                conn.execute("INSERT INTO client_log (lease_name, note) VALUES (%s, 'session')", (a_name,))
+            admin("SELECT lease.lease_revoke(%s)", b_name)
+            try:
+                with b.transaction(conn):
+                    conn.execute("INSERT INTO client_log (lease_name, note) VALUES (%s, 'revoked')", (b_name,))
+                report(False, "a revoked session lease's fenced transaction raises FencedError")
+            except pglease.FencedError as error:
+                report(bool(error.detail), "a session lease fences: a revoked one's fenced transaction raises FencedError", error)
+    states = [lease_row(a_name)[2], lease_row(b_name)[2]]
+    report(states[0] == "free", "the end of the session's block closes it: its leases are released", states)
+
+    lost_at = []
+    try:
+        with pglease.session(CONNINFO, ttl=1.5, on_lost=lambda s: lost_at.append(time.monotonic())) as session:
+            session.acquire(a_name)
+            admin("SELECT lease.session_close(%s)", session.id)
+            closed = time.monotonic()
+            session.lost.wait(3)
+            try:
+                session.acquire(b_name)
+                report(False, "a lost session refuses acquire with LeaseLost")
+            except pglease.LeaseLost:
+                report(True, "a lost session refuses acquire with LeaseLost")
+        report(False, "the with block raises LeaseLost after the session's loss")
+    except pglease.LeaseLost as error:
+        took = lost_at[0] - closed if lost_at else None
+        report(took is not None and took <= 0.75, f"a session closed behind its back is lost at the next keepalive ({took and round(took, 3)} s), and the block raises LeaseLost", error)
+
+
+def test_pool():
+    pool = PREFIX + "pool"
+    admin("SELECT lease.pool_put(%s, %s || i) FROM generate_series(1, 4) AS i", pool, pool + ":")
+    with pglease.session(CONNINFO, ttl=5) as first, pglease.session(CONNINFO, ttl=5) as second:
+        mine = first.claim(pool)
+        report(len(mine) == 4 and all(m.state == {} for m in mine), "a lone claimer claims the whole pool", mine)
+        theirs = second.claim(pool)
+        surplus = first.surplus(pool)
+        report(theirs == [] and len(surplus) == 2, "a second claimer: nothing free yet; the first has two beyond its share", (theirs, surplus))
+        by_name = {m.name: m for m in mine}
+        released = [by_name[name].release() for name in surplus]
+        theirs = second.claim(pool)
+        report(released == [True, True] and sorted(t.name for t in theirs) == sorted(surplus), "what the first hands back, the second claims", theirs)
+        with psycopg.connect(CONNINFO, autocommit=True, prepare_threshold=None) as conn:
+            old = by_name[surplus[0]]
+            stale = old.checkpoint({"seq": 99})
+            fresh = next(t for t in theirs if t.name == old.name).checkpoint({"seq": 1}, conn)
+        state = admin("SELECT state FROM lease.pool_resources WHERE name = %s", old.name)[0]
+        report(not stale and fresh and state == {"seq": 1}, "checkpoint under a stale token is false and changes nothing; under the current one it stores the state", (stale, fresh, state))
+    try:
+        pglease.session(None)
+        report(False, 'bad input, session(None): ValueError "pglease: no connection given"')
+    except ValueError as error:
+        report(str(error) == "pglease: no connection given", 'bad input, session(None): ValueError "pglease: no connection given"', error)
+
+
 def test_heartbeat():
     name = PREFIX + "heartbeat"
     with pglease.hold(CONNINFO, name, ttl=1) as lease:
@@ -184,6 +307,12 @@ def test_revoked():
         "a fenced transaction under the revoked token raises FencedOff (a psycopg.DatabaseError, sqlstate LF001) "
         "from the fence itself: nothing written to a table without a fence trigger",
         f"{fenced!r}, {written} rows",
+    )
+    report(
+        isinstance(fenced, pglease.FencedError) and bool(fenced.detail) and fenced.detail in str(fenced),
+        "the error is pglease.FencedError too (FencedOff is its old name), and keeps the server's DETAIL "
+        "(error.detail, and in str(error))",
+        f"{fenced!r}: {fenced}",
     )
 
 
@@ -294,6 +423,9 @@ def main():
         test_not_acquired,
         test_waiter_woken,
         test_errors,
+        test_bad_input,
+        test_session,
+        test_pool,
         test_heartbeat,
         test_fence,
         test_revoked,

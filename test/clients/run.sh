@@ -11,8 +11,8 @@
 # SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
 # database outage signalled as a loss before the lease could expire.
 #
-# Installs the Debian packages it needs, and the npm package pg into
-# clients/node/node_modules (npm install). Expects the extension installed (the
+# Installs the Debian packages it needs, and each helper as its README's
+# install steps say, outside the checkout. Expects the extension installed (the
 # lease shared library and scripts). CLIENTS_LANGUAGES (default
 # "python pgbouncer go node java") picks the runs. Prints TAP-style lines and
 # "clients: P passed, F failed"; exits non-zero on any failure.
@@ -38,6 +38,8 @@ fail_setup() {
     exit 1
 }
 
+# Each README's own "sudo apt install" line is installed when its steps run
+# (install_as_readme); these are what the tests need besides.
 packages=(python3-psycopg golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java pgbouncer)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
@@ -96,6 +98,11 @@ CREATE TABLE client_log (lease_name text NOT NULL, note text);
 CREATE TABLE invoices (id serial PRIMARY KEY, customer text, amount numeric, fence_token bigint);
 CREATE TRIGGER invoices_fence BEFORE INSERT OR UPDATE OR DELETE ON invoices
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('nightly-billing');
+-- The pool of the session examples.
+SELECT lease.pool_put('meetings', 'meeting:' || i) FROM generate_series(1, 3) AS i;
+CREATE TABLE meeting_notes (id serial PRIMARY KEY, meeting text NOT NULL, note text, fence_token bigint);
+CREATE TRIGGER meeting_notes_fence BEFORE INSERT OR UPDATE OR DELETE ON meeting_notes
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{meeting}');
 SQL
 if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL")" != t ]; then
     echo "# lease.set_fence_token(bigint) is not installed: the fenced-transaction checks will fail"
@@ -129,6 +136,14 @@ EOF
         wait_until 10 psql -X -q -h "$dir" -p "$PGBOUNCER_PORT" -c 'SELECT 1' -o /dev/null
 }
 
+PGBOUNCER_CONNINFO="host=$WORK/pgbouncer port=$PGBOUNCER_PORT user=postgres dbname=postgres"
+# The READMEs' examples of Go and Node.js run through PgBouncer too when the
+# pgbouncer run started it (pgjdbc has no Unix sockets, and PgBouncer listens on
+# one only).
+pgbouncer_running() {
+    [ -f "$PGBOUNCER_PID_FILE" ] && kill -0 "$(cat "$PGBOUNCER_PID_FILE")" 2>/dev/null
+}
+
 # run_program LABEL COMMAND...: runs one language's test program, which prints
 # "ok - ..." and "not ok - ..." lines, "#" diagnostics and "# end" when it got
 # to the end; each line is counted here.
@@ -146,9 +161,27 @@ run_program() {
     report $ended "$label: the test program ran to the end" "$(tail -n 30 "$WORK/$label.err")"
 }
 
-# extract_example README TAG: the first ```TAG block of README.
+# extract_example README TAG [N]: the Nth (default first) ```TAG block of README.
 extract_example() {
-    awk -v tag="$2" '$0 == "```" tag { inside = 1; next } inside && /^```/ { exit } inside' "$1"
+    awk -v tag="$2" -v n="${3:-1}" '$0 == "```" tag { seen++; if (seen == n) { inside = 1; next } }
+        inside && /^```/ { exit } inside' "$1"
+}
+
+# install_as_readme README DIR: runs the README's install steps (its first ```sh
+# block) in DIR as a new user on Debian 12 would: the "sudo apt install" line
+# through ensure_packages, the rest verbatim with HOME=$WORK/home, Debian's
+# PATH, and /path/to/lease meaning this checkout. Output in DIR/install.log.
+install_as_readme() {
+    local readme=$1 dir=$2 script apt
+    script=$(extract_example "$readme" sh)
+    mkdir -p "$dir" "$WORK/home"
+    apt=$(printf '%s\n' "$script" | sed -n 's/^sudo apt install //p')
+    # shellcheck disable=SC2086 # a list of package names
+    if [ -n "$apt" ] && ! ensure_packages $apt >"$dir/install.log" 2>&1; then
+        return 1
+    fi
+    printf '%s\n' "$script" | grep -v '^sudo apt install ' | sed "s|/path/to/lease|$ROOT|g" >"$dir/install.sh"
+    (cd "$dir" && HOME=$WORK/home PATH=/usr/bin:/bin bash -e -x install.sh) >>"$dir/install.log" 2>&1
 }
 
 # run_example LABEL COMMAND...: runs a README's example, which writes two
@@ -166,65 +199,144 @@ run_example() {
         "exit $rc, $written rows; output: $(cat "$WORK/$label-example.out")"
 }
 
-# python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
-python_tests() {
-    extract_example clients/python/README.md python >"$WORK/example.py"
-    DATABASE_URL=$1 PYTHONPATH=$ROOT/clients/python/src run_example "$3" /usr/bin/python3 "$WORK/example.py"
-    CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 PYTHONPATH=$ROOT/clients/python/src \
-        run_program "$3" /usr/bin/python3 test/clients/python_test.py
+# Python: installed as its README says (a virtual environment that sees
+# Debian's psycopg; pip builds offline with Debian's setuptools).
+PYTHON=$WORK/python-app/venv/bin/python
+python_install() {
+    [ -x "$PYTHON" ] && return 0
+    if ! install_as_readme clients/python/README.md "$WORK/python-app"; then
+        report 1 "python: the README's install steps" "$(cat "$WORK/python-app/install.log")"
+        rm -rf "$WORK/python-app/venv"
+        return 1
+    fi
+    # What the build leaves in the checkout is ignored by git.
+    local left
+    left=$(git status --porcelain --untracked-files=all -- clients/python 2>/dev/null | grep '^??')
+    [ -z "$left" ] && (cd "$WORK" && "$PYTHON" -c 'import pglease, sys; assert "/venv/" in pglease.__file__, pglease.__file__')
+    report $? "python: the README's install steps work offline and leave nothing in the checkout that git would see" "$left"
 }
 
-# Go builds offline in GOPATH mode against Debian's packaged modules
-# (/usr/share/gocode); module mode would need the module proxy.
+# run_session_example LABEL COMMAND...: runs a README's session example, which
+# claims the three resources of pool "meetings", writes a fenced note and
+# checkpoints each, and closes its session.
+run_session_example() {
+    local label=$1 before written
+    shift
+    before=$(psql -X -A -t -c 'SELECT coalesce(max(id), 0) FROM meeting_notes')
+    psql -X -q -c "UPDATE lease.pool_resources SET state = '{}' WHERE pool = 'meetings'" >/dev/null
+    timeout 60 "$@" >"$WORK/$label-session-example.out" 2>&1
+    local rc=$?
+    # Three new notes, each under the token its resource was granted with, each
+    # resource checkpointed, and every grant released by the session's close.
+    written=$(psql -X -A -t -c "SELECT count(DISTINCT n.meeting) FILTER (WHERE n.fence_token = l.token AND l.owner IS NULL
+                                        AND r.state = '{\"opened\": true}'), count(*)
+                                 FROM meeting_notes n
+                                 JOIN lease.leases l ON l.name = n.meeting JOIN lease.pool_resources r ON r.name = n.meeting
+                                 WHERE n.id > $before")
+    [ "$rc" -eq 0 ] && [ "$written" = "3|3" ]
+    report $? "$label: the README's session example runs: the pool's three resources claimed, a fenced note and a checkpoint under each token, all released at the close" \
+        "exit $rc, notes: $written; output: $(cat "$WORK/$label-session-example.out")"
+}
+
+# python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
+python_tests() {
+    python_install || return
+    extract_example clients/python/README.md python >"$WORK/example.py"
+    DATABASE_URL=$1 run_example "$3" "$PYTHON" "$WORK/example.py"
+    extract_example clients/python/README.md python 2 >"$WORK/session-example.py"
+    DATABASE_URL=$1 run_session_example "$3" "$PYTHON" "$WORK/session-example.py"
+    CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
+}
+
+# Go: as its README says, offline in GOPATH mode against Debian's packaged
+# modules (/usr/share/gocode), with the README's example as ~/go/src/yourapp;
+# the tests build beside it. Module mode would need the module proxy.
 go_tests() {
-    local gopath=$WORK/gopath
-    mkdir -p "$gopath/src/pglease" "$gopath/src/clientstest" "$gopath/src/example"
-    cp clients/go/*.go "$gopath/src/pglease/"
-    cp test/clients/go/main.go "$gopath/src/clientstest/"
-    extract_example clients/go/README.md go >"$gopath/src/example/main.go"
+    local gopath=$WORK/home/go
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample"
+    extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
+    extract_example clients/go/README.md go 2 >"$gopath/src/sessionexample/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
-    export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= GOCACHE=${gocache:-$WORK/gocache}
-    if ! (cd "$gopath/src" && go vet pglease clientstest example && go build -o "$WORK/go-test" clientstest &&
-            go build -o "$WORK/go-example" example) >"$WORK/go-build.log" 2>&1; then
-        report 1 "go: the helper, its tests and the README's example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+    export GOCACHE=${gocache:-$WORK/gocache}
+    if ! install_as_readme clients/go/README.md "$WORK/go-app"; then
+        report 1 "go: the README's install steps build the README's example" "$(cat "$WORK/go-app/install.log")"
         return
     fi
-    report 0 "go: the helper, its tests and the README's example build (go vet is clean)"
-    DATABASE_URL=$CLIENTS_ADMIN run_example go "$WORK/go-example"
+    report 0 "go: the README's install steps build the README's example"
+    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
+            go vet pglease clientstest yourapp sessionexample && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-session-example" sessionexample) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper's tests and the README's session example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+        return
+    fi
+    report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
+    DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
+    DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
+    if pgbouncer_running; then
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_example go-pgbouncer "$gopath/src/yourapp/yourapp"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
+    fi
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
+# Node: installed as its README says, into an application folder of its own
+# (npm copies the package, and pg comes as its dependency): no NODE_PATH, no
+# node_modules in the checkout.
 node_tests() {
-    if [ ! -d clients/node/node_modules/pg ] &&
-            ! (cd clients/node && npm install --no-audit --no-fund --no-package-lock) >"$WORK/npm.log" 2>&1; then
-        report 1 "node: npm installs pg" "$(cat "$WORK/npm.log")"
+    local app=$WORK/node-app
+    mkdir -p "$app"
+    (cd "$app" && npm init -y >/dev/null)
+    if ! install_as_readme clients/node/README.md "$app"; then
+        report 1 "node: the README's install steps" "$(cat "$app/install.log")"
         return
     fi
-    # require('pglease') and require('pg') as an application would.
-    mkdir -p "$WORK/node_path"
-    ln -sfn "$ROOT/clients/node" "$WORK/node_path/pglease"
+    # A copy (not a link into the checkout) whose pg is the application's.
+    local resolved
+    resolved=$(cd "$app" && node -p "require.resolve('pg', { paths: [require.resolve('pglease')] })" 2>&1)
+    [ ! -L "$app/node_modules/pglease" ] && [ "${resolved#"$app"/node_modules/}" != "$resolved" ]
+    report $? "node: the README's install copies the helper into the application, and its pg resolves there" "pg: $resolved"
     local url="postgresql://postgres@127.0.0.1:$PGPORT/postgres"
-    extract_example clients/node/README.md js >"$WORK/example.js"
-    DATABASE_URL=$url NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules run_example node node "$WORK/example.js"
-    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=node- NODE_PATH=$WORK/node_path:$ROOT/clients/node/node_modules \
-        run_program node node test/clients/node_test.js
+    extract_example clients/node/README.md js >"$app/example.js"
+    cp test/clients/node_test.js "$app/"
+    # The example gets a libpq keyword = value string, the tests a URI.
+    DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
+    extract_example clients/node/README.md js 2 >"$app/session-example.js"
+    DATABASE_URL=$CLIENTS_ADMIN run_session_example node node "$app/session-example.js"
+    if pgbouncer_running; then
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_example node-pgbouncer node "$app/example.js"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
+    fi
+    CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
+        run_program node node "$app/node_test.js"
 }
 
+# Java: the helper's jar built as its README says; the helper also compiles
+# cleanly under -Xlint:all -Werror.
 java_tests() {
-    local jdbc=/usr/share/java/postgresql.jar classes=$WORK/java/classes
-    mkdir -p "$classes" "$WORK/java/example"
-    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
-    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$classes" clients/java/src/main/java/pglease/*.java &&
-            javac -cp "$classes:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
-            javac -cp "$classes:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java"; } >"$WORK/javac.log" 2>&1; then
-        report 1 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+    local jdbc=/usr/share/java/postgresql.jar jar=$WORK/home/pglease/pglease.jar classes=$WORK/java/classes
+    mkdir -p "$classes" "$WORK/java/example" "$WORK/java/lint"
+    if ! install_as_readme clients/java/README.md "$WORK/java-app" || [ ! -f "$jar" ]; then
+        report 1 "java: the README's install steps build pglease.jar" "$(cat "$WORK/java-app/install.log")"
         return
     fi
-    report 0 "java: the helper (-Xlint:all -Werror), its tests and the README's example compile"
+    extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
+    extract_example clients/java/README.md java 2 >"$WORK/java/example/SessionExample.java"
+    if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
+            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
+            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java"; } >"$WORK/javac.log" 2>&1; then
+        report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
+        return
+    fi
+    report 0 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile"
     local url="jdbc:postgresql://127.0.0.1:$PGPORT/postgres?user=postgres"
-    DATABASE_URL=$url run_example java java -cp "$WORK/java/example:$classes:$jdbc" Example
-    CLIENTS_CONNINFO=$url CLIENTS_PREFIX=java- run_program java java -cp "$classes:$jdbc" clientstest.ClientsTest
+    local keywords="host=127.0.0.1 port=$PGPORT user=postgres dbname=postgres"
+    # The example gets a libpq keyword = value string (over TCP: pgjdbc has no Unix sockets).
+    DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
+    DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
+    CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
+        run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
 
 for language in $LANGUAGES; do
@@ -235,7 +347,7 @@ for language in $LANGUAGES; do
         ;;
     pgbouncer)
         if start_pgbouncer; then
-            python_tests "host=$WORK/pgbouncer port=$PGBOUNCER_PORT user=postgres dbname=postgres" pgb-py- python-pgbouncer
+            python_tests "$PGBOUNCER_CONNINFO" pgb-py- python-pgbouncer
         else
             report 1 "python-pgbouncer: PgBouncer starts" "$(cat "$WORK/pgbouncer/pgbouncer.log" 2>/dev/null)"
         fi

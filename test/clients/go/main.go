@@ -155,12 +155,217 @@ func testWaiterWoken() {
 
 func testErrors() {
 	_, _, err := pglease.Hold(bg, config(), "go-bad", pglease.Options{TTL: 50 * time.Millisecond})
-	report(err != nil && strings.Contains(err.Error(), "100ms"), "a TTL under 100ms is refused", err)
+	report(err != nil && strings.Contains(err.Error(), "100 ms"), "a TTL under 100ms is refused", err)
 	_, _, err = pglease.Hold(bg, config(), "", pglease.Options{})
 	report(err != nil, "an empty lease name is refused", err)
 	unreachable, _ := pgx.ParseConfig(conninfo + " port=1")
 	_, _, err = pglease.Hold(bg, unreachable, "go-unreachable", pglease.Options{})
 	report(err != nil && !errors.Is(err, pglease.ErrNotAcquired), "an unreachable server: a connection error", err)
+}
+
+// testBadInput: the same bad input gets the same message from every helper
+// (docs/clients.md, "Bad input"), and no panic, before any round trip: the
+// server here is unreachable, so a round trip would fail differently.
+func testBadInput() {
+	down, err := pglease.ParseConfig(conninfo + " port=1")
+	if err != nil {
+		report(false, "ParseConfig", err)
+		return
+	}
+	var nilCtx context.Context
+	cases := []struct {
+		what, message string
+		call          func() error
+	}{
+		{"an empty name", "pglease: the lease name must not be empty", func() error {
+			_, _, err := pglease.Hold(bg, down, "", pglease.Options{})
+			return err
+		}},
+		{"a negative TTL", "pglease: the ttl must be at least 100 ms, not -1s", func() error {
+			_, _, err := pglease.Hold(bg, down, "go-bad", pglease.Options{TTL: -time.Second})
+			return err
+		}},
+		{"a negative Wait", "pglease: wait must not be negative", func() error {
+			_, _, err := pglease.Hold(bg, down, "go-bad", pglease.Options{Wait: -time.Millisecond})
+			return err
+		}},
+		{"no connection (a nil config)", "pglease: no connection given", func() error {
+			_, _, err := pglease.Hold(bg, nil, "go-bad", pglease.Options{})
+			return err
+		}},
+		{"no context (nil)", "pglease: no context given", func() error {
+			_, _, err := pglease.Hold(nilCtx, down, "go-bad", pglease.Options{})
+			return err
+		}},
+		{"a malformed key=value string", "pglease: malformed connection string: ", func() error {
+			_, err := pglease.ParseConfig("host=/tmp port=1 dbname")
+			return err
+		}},
+		{"a malformed URI", "pglease: malformed connection string: ", func() error {
+			_, err := pglease.ParseConfig("postgresql://[::1")
+			return err
+		}},
+		{"Release on a nil *Lease", "pglease: no lease (a nil *Lease)", func() error {
+			var lease *pglease.Lease
+			return lease.Release()
+		}},
+	}
+	for _, c := range cases {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					report(false, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), p)
+				}
+			}()
+			err := c.call()
+			ok := err != nil && (err.Error() == c.message || strings.HasSuffix(c.message, ": ") && strings.HasPrefix(err.Error(), c.message))
+			report(ok, fmt.Sprintf("bad input, %s: %q before any round trip, no panic", c.what, c.message), err)
+		}()
+	}
+
+	lease, _, err := pglease.Hold(bg, config(), prefix+"bad-input", pglease.Options{TTL: 5 * time.Second})
+	if err != nil {
+		report(false, "acquire", err)
+		return
+	}
+	defer lease.Release()
+	var nilConn *pgx.Conn
+	for _, c := range []struct {
+		what, message string
+		call          func() error
+	}{
+		{"Tx(ctx, nil, fn)", "pglease: no connection given", func() error { return lease.Tx(bg, nil, func(pgx.Tx) error { return nil }) }},
+		{"Tx(ctx, (*pgx.Conn)(nil), fn)", "pglease: no connection given", func() error { return lease.Tx(bg, nilConn, func(pgx.Tx) error { return nil }) }},
+		{"Tx(nil, db, fn)", "pglease: no context given", func() error { return lease.Tx(nilCtx, nilConn, nil) }},
+		{"Tx(ctx, db, nil)", "pglease: Tx needs a function to run", func() error { return lease.Tx(bg, connect(conninfo), nil) }},
+		{"Fence(ctx, nil)", "pglease: no connection given", func() error { return lease.Fence(bg, nil) }},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					report(false, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), p)
+				}
+			}()
+			err := c.call()
+			report(err != nil && err.Error() == c.message, fmt.Sprintf("bad input, %s: %q, no panic", c.what, c.message), err)
+		}()
+	}
+}
+
+// testSession: one keepalive for a session's leases, its close releases them
+// all, a session closed behind its back is a loss, and pools in fair shares.
+func testSession() {
+	aName, bName := prefix+"session-a", prefix+"session-b"
+	session, ctx, err := pglease.OpenSession(bg, config(), pglease.Options{TTL: 2 * time.Second})
+	if err != nil {
+		report(false, "open a session", err)
+		return
+	}
+	a, errA := session.Acquire(ctx, aName, 0)
+	b, errB := session.Acquire(ctx, bName, 500*time.Millisecond)
+	if errA != nil || errB != nil {
+		report(false, "acquire under a session", errA, errB)
+		session.Close()
+		return
+	}
+	time.Sleep(5 * time.Second)
+	ra, rb := row(aName), row(bName)
+	report(session.Err() == nil && ra.state == "held" && rb.state == "held" && b.Token() > a.Token() && a.Token() > 1<<53,
+		"a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone", session.Err(), ra, rb)
+	conn := connect(conninfo)
+	defer conn.Close(bg)
+	err = a.Tx(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'session')", aName)
+		return err
+	})
+	var revoked int64
+	if adminErr := admin("SELECT lease.lease_revoke($1)", []interface{}{bName}, &revoked); adminErr != nil {
+		panic(adminErr)
+	}
+	errB = b.Tx(ctx, conn, func(tx pgx.Tx) error { return nil })
+	var fencedErr *pglease.FencedError
+	report(err == nil && errors.As(errB, &fencedErr) && fencedErr.Detail() != "",
+		"a session lease fences: a revoked one's Tx returns *FencedError", err, errB)
+	closeErr := session.Close()
+	report(closeErr == nil && row(aName).state == "free", "Close closes the session: its leases are released", closeErr, row(aName))
+
+	session, ctx, err = pglease.OpenSession(bg, config(), pglease.Options{TTL: 1500 * time.Millisecond})
+	if err != nil {
+		report(false, "open a session", err)
+		return
+	}
+	var closed int
+	if err := admin("SELECT lease.session_close($1)", []interface{}{session.ID()}, &closed); err != nil {
+		panic(err)
+	}
+	start := time.Now()
+	var took time.Duration = -1
+	select {
+	case <-ctx.Done():
+		took = time.Since(start)
+	case <-time.After(3 * time.Second):
+	}
+	_, acquireErr := session.Acquire(bg, bName, 0)
+	closeErr = session.Close()
+	report(took >= 0 && took <= 750*time.Millisecond && errors.Is(acquireErr, pglease.ErrLost) && errors.Is(closeErr, pglease.ErrLost),
+		fmt.Sprintf("a session closed behind its back is lost at the next keepalive (%v); Acquire and Close then return ErrLost", took.Round(time.Millisecond)),
+		acquireErr, closeErr)
+}
+
+func testPool() {
+	pool := prefix + "pool"
+	var put int
+	if err := admin("SELECT count(lease.pool_put($1, $1 || ':' || i)) FROM generate_series(1, 4) AS i", []interface{}{pool}, &put); err != nil {
+		panic(err)
+	}
+	first, _, err1 := pglease.OpenSession(bg, config(), pglease.Options{TTL: 5 * time.Second})
+	second, _, err2 := pglease.OpenSession(bg, config(), pglease.Options{TTL: 5 * time.Second})
+	if err1 != nil || err2 != nil {
+		report(false, "open two sessions", err1, err2)
+		return
+	}
+	defer first.Close()
+	defer second.Close()
+	mine, err := first.Claim(bg, pool, 0)
+	report(err == nil && len(mine) == 4 && string(mine[0].State()) == "{}", "a lone claimer claims the whole pool", err, len(mine))
+	theirs, err := second.Claim(bg, pool, 0)
+	surplus, err2 := first.Surplus(bg, pool)
+	report(err == nil && err2 == nil && len(theirs) == 0 && len(surplus) == 2,
+		"a second claimer: nothing free yet; the first has two beyond its share", err, err2, len(theirs), surplus)
+	byName := map[string]*pglease.SessionLease{}
+	for _, m := range mine {
+		byName[m.Name()] = m
+	}
+	releasedAll := true
+	for _, name := range surplus {
+		released, err := byName[name].Release(bg)
+		releasedAll = releasedAll && err == nil && released
+	}
+	theirs, err = second.Claim(bg, pool, 0)
+	report(err == nil && releasedAll && len(theirs) == 2, "what the first hands back, the second claims", err, len(theirs))
+	if len(surplus) == 0 {
+		return
+	}
+	old := byName[surplus[0]]
+	stale, errStale := old.Checkpoint(bg, nil, map[string]int{"seq": 99})
+	var fresh bool
+	var errFresh error
+	for _, t := range theirs {
+		if t.Name() == old.Name() {
+			fresh, errFresh = t.Checkpoint(bg, nil, map[string]int{"seq": 1})
+		}
+	}
+	var state string
+	if err := admin("SELECT state::text FROM lease.pool_resources WHERE name = $1", []interface{}{old.Name()}, &state); err != nil {
+		panic(err)
+	}
+	report(errStale == nil && errFresh == nil && !stale && fresh && state == `{"seq": 1}`,
+		"Checkpoint under a stale token is false and changes nothing; under the current one it stores the state", stale, fresh, state, errStale, errFresh)
+	var nilSession *pglease.Session
+	_, nilErr := nilSession.Claim(bg, pool, 0)
+	_, _, nilConfig := pglease.OpenSession(bg, nil, pglease.Options{})
+	report(nilErr != nil && nilConfig != nil && nilConfig.Error() == "pglease: no connection given",
+		"bad input, a nil *Session and OpenSession(ctx, nil, ...): errors, no panic", nilErr, nilConfig)
 }
 
 func testHeartbeat() {
@@ -246,10 +451,11 @@ func testRevoked() {
 	report(took >= 0 && took <= 750*time.Millisecond && errors.Is(lease.Err(), pglease.ErrLost),
 		fmt.Sprintf("a revoked lease is lost at the next heartbeat: context cancelled after %v", took.Round(time.Millisecond)), lease.Err())
 
+	// Under the lease's own, cancelled, context, as the README's example does.
 	conn := connect(conninfo)
 	defer conn.Close(bg)
-	err = lease.Tx(bg, conn, func(tx pgx.Tx) error {
-		_, err := tx.Exec(bg, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", name)
+	err = lease.Tx(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO client_log (lease_name, note) VALUES ($1, 'after revoke')", name)
 		return err
 	})
 	var written int
@@ -258,8 +464,13 @@ func testRevoked() {
 	}
 	var fencedErr *pglease.FencedError
 	report(errors.As(err, &fencedErr) && fencedErr.PgErr.Code == "LF001" && written == 0,
-		"a fenced transaction under the revoked token returns *FencedError (LF001) from the fence itself: nothing written to a table without a fence trigger",
+		"a fenced transaction under the revoked token, with the lease's cancelled context, returns *FencedError (LF001) from the fence itself: nothing written to a table without a fence trigger",
 		err, written)
+	report(fencedErr != nil && fencedErr.Detail() != "" && strings.Contains(fencedErr.Error(), fencedErr.Detail()),
+		"the *FencedError keeps the server's DETAIL (Detail(), and in Error())", err)
+	var one int
+	selectErr := conn.QueryRow(bg, "SELECT 1").Scan(&one)
+	report(!conn.IsClosed() && selectErr == nil && one == 1, "Tx after the loss leaves the caller's connection open and usable", selectErr)
 	err = lease.Release()
 	report(errors.Is(err, pglease.ErrLost), "Release after the loss returns the ErrLost error", err)
 }
@@ -386,6 +597,9 @@ func main() {
 		{"not acquired", testNotAcquired},
 		{"waiter woken", testWaiterWoken},
 		{"errors", testErrors},
+		{"bad input", testBadInput},
+		{"session", testSession},
+		{"pool", testPool},
 		{"heartbeat", testHeartbeat},
 		{"fence", testFence},
 		{"revoked", testRevoked},

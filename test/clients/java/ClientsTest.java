@@ -21,11 +21,16 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
+import pglease.ConnectionFactory;
+import pglease.FencedError;
 import pglease.FencedException;
 import pglease.Lease;
 import pglease.LeaseLostException;
 import pglease.NotAcquiredException;
+import pglease.Session;
+import pglease.SessionLease;
 
+@SuppressWarnings("deprecation") // testZombie and testFence keep using the old names, which must go on working
 public final class ClientsTest {
     static final String URL = System.getenv("CLIENTS_CONNINFO");
     static final String PREFIX = System.getenv("CLIENTS_PREFIX");
@@ -159,6 +164,156 @@ public final class ClientsTest {
         }
     }
 
+    interface Call {
+        void run() throws Exception;
+    }
+
+    static void expect(String what, Class<? extends Exception> type, String message, Call call) {
+        try {
+            call.run();
+            report(false, "bad input, " + what + ": " + type.getSimpleName() + " \"" + message + "\"");
+        } catch (Exception e) {
+            boolean ok = type.isInstance(e) && (e.getMessage().equals(message) || message.endsWith(": ") && e.getMessage().startsWith(message));
+            report(ok, "bad input, " + what + ": " + type.getSimpleName() + " \"" + message + "\" before any round trip", e);
+        }
+    }
+
+    /**
+     * The same bad input gets the same message from every helper (docs/clients.md, "Bad input"),
+     * before any round trip: the server here is unreachable, so a round trip would throw the
+     * driver's SQLException instead.
+     */
+    static void testBadInput() throws Exception {
+        String down = "host=127.0.0.1 port=1 user=postgres dbname=postgres";
+        expect("an empty name", IllegalArgumentException.class, "pglease: the lease name must not be empty",
+                () -> Lease.hold(down, "", new Lease.Options()));
+        expect("a zero ttl", IllegalArgumentException.class, "pglease: the ttl must be at least 100 ms, not PT0S",
+                () -> Lease.hold(down, "java-bad", new Lease.Options().ttl(Duration.ZERO)));
+        expect("a negative ttl", IllegalArgumentException.class, "pglease: the ttl must be at least 100 ms, not PT-1S",
+                () -> Lease.hold(down, "java-bad", new Lease.Options().ttl(Duration.ofSeconds(-1))));
+        expect("a negative wait", IllegalArgumentException.class, "pglease: wait must not be negative",
+                () -> Lease.hold(down, "java-bad", new Lease.Options().wait(Duration.ofMillis(-1))));
+        expect("no connection (a null factory)", NullPointerException.class, "pglease: no connection given",
+                () -> Lease.hold((ConnectionFactory) null, "java-bad", new Lease.Options()));
+        expect("no connection (a null string)", NullPointerException.class, "pglease: no connection given",
+                () -> Lease.hold((String) null, "java-bad", new Lease.Options()));
+        expect("a malformed key=value string", IllegalArgumentException.class,
+                "pglease: malformed connection string: missing \"=\" after \"dbname\" in connection info string",
+                () -> Lease.hold("host=127.0.0.1 port=1 dbname", "java-bad", new Lease.Options()));
+        expect("an unknown keyword", IllegalArgumentException.class,
+                "pglease: malformed connection string: invalid connection option \"colour\"",
+                () -> Lease.hold("host=127.0.0.1 port=1 colour=blue", "java-bad", new Lease.Options()));
+        expect("a malformed URI", IllegalArgumentException.class, "pglease: malformed connection string: ",
+                () -> Lease.hold("postgresql://[::1", "java-bad", new Lease.Options()));
+        try (Lease lease = hold(PREFIX + "bad-input", new Lease.Options().ttl(Duration.ofSeconds(5)))) {
+            expect("transaction(null, work)", NullPointerException.class, "pglease: no connection given",
+                    () -> lease.transaction(null, c -> null));
+            expect("fence(null)", NullPointerException.class, "pglease: no connection given", () -> lease.fence(null));
+        }
+    }
+
+    /** libpq connection strings, keyword = value pairs and a URI, for the helper and the application. */
+    static void testConnectionStrings() throws Exception {
+        String keywords = System.getenv("CLIENTS_KEYWORD_CONNINFO");
+        String uri = URL.replaceFirst("^jdbc:postgresql://([^/]*)/([^?]*)\\?user=(.*)$", "postgresql://$3@$1/$2");
+        for (String conninfo : new String[] {keywords, uri}) {
+            String name = PREFIX + "conninfo";
+            try (Lease lease = Lease.hold(conninfo, name, new Lease.Options().ttl(Duration.ofSeconds(5)));
+                    Connection c = ConnectionFactory.of(conninfo).connect()) {
+                lease.transaction(c, tx -> {
+                    try (PreparedStatement s = tx.prepareStatement("INSERT INTO client_log (lease_name, note) VALUES (?, 'conninfo')")) {
+                        s.setString(1, name);
+                        return s.executeUpdate();
+                    }
+                });
+                report(leaseRow(name).get(2).equals("held"),
+                        "a libpq connection string (" + conninfo + ") works for the helper and, through ConnectionFactory.of, for JDBC");
+            } catch (Exception e) {
+                report(false, "a libpq connection string (" + conninfo + ") works for the helper and, through ConnectionFactory.of, for JDBC", e);
+            }
+        }
+    }
+
+    /** A session: one keepalive for its leases, its close releases them all, a session closed behind its back is a loss. */
+    static void testSession() throws Exception {
+        String aName = PREFIX + "session-a", bName = PREFIX + "session-b";
+        try (Connection c = connect()) {
+            try (Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(2)))) {
+                SessionLease a = session.acquire(aName, Duration.ZERO);
+                SessionLease b = session.acquire(bName, Duration.ofMillis(500));
+                Thread.sleep(5000);
+                String aState = leaseRow(aName).get(2), bState = leaseRow(bName).get(2);
+                report(!session.isLost() && aState.equals("held") && bState.equals("held") && b.token() > a.token() && a.token() > TWO_53,
+                        "a session keeps its two leases for 5 s (TTL 2 s) with its keepalive alone", aState, bState);
+                a.transaction(c, tx -> {
+                    insert(tx, aName, "session");
+                    return null;
+                });
+                admin("SELECT lease.lease_revoke(?)::text", bName);
+                try {
+                    b.transaction(c, tx -> null);
+                    report(false, "a session lease fences: a revoked one's transaction throws FencedError");
+                } catch (FencedError e) {
+                    report(e.getDetail() != null, "a session lease fences: a revoked one's transaction throws FencedError", e);
+                }
+            }
+            report(leaseRow(aName).get(2).equals("free"), "close() closes the session: its leases are released");
+        }
+        CompletableFuture<Long> lostAt = new CompletableFuture<>();
+        long closed = 0;
+        Session session = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofMillis(1500)));
+        try {
+            session.whenLost().thenRun(() -> lostAt.complete(System.nanoTime()));
+            admin("SELECT lease.session_close(?)::text", session.id());
+            closed = System.nanoTime();
+            Long at = lostAt.completeOnTimeout(null, 3, TimeUnit.SECONDS).get();
+            long took = at == null ? -1 : TimeUnit.NANOSECONDS.toMillis(at - closed);
+            try {
+                session.acquire(bName, Duration.ZERO);
+                report(false, "a lost session refuses acquire with LeaseLostException");
+            } catch (LeaseLostException e) {
+                report(took >= 0 && took <= 750, "a session closed behind its back is lost at the next keepalive (" + took + " ms); acquire then throws LeaseLostException");
+            }
+        } finally {
+            try {
+                session.close();
+                report(false, "close() after the session's loss throws LeaseLostException");
+            } catch (LeaseLostException e) {
+                report(true, "close() after the session's loss throws LeaseLostException");
+            }
+        }
+    }
+
+    static void testPool() throws Exception {
+        String pool = PREFIX + "pool";
+        admin("SELECT count(lease.pool_put(?, ? || ':' || i))::text FROM generate_series(1, 4) AS i", pool, pool);
+        try (Session first = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(5)));
+                Session second = Session.open(ClientsTest::connect, new Lease.Options().ttl(Duration.ofSeconds(5)))) {
+            List<SessionLease> mine = first.claim(pool);
+            report(mine.size() == 4 && mine.get(0).state().equals("{}"), "a lone claimer claims the whole pool", mine);
+            List<SessionLease> theirs = second.claim(pool);
+            List<String> surplus = first.surplus(pool);
+            report(theirs.isEmpty() && surplus.size() == 2, "a second claimer: nothing free yet; the first has two beyond its share", theirs, surplus);
+            boolean releasedAll = true;
+            SessionLease old = null;
+            for (SessionLease m : mine)
+                if (surplus.contains(m.name())) {
+                    releasedAll &= m.release();
+                    old = m;
+                }
+            theirs = second.claim(pool);
+            report(releasedAll && theirs.size() == 2, "what the first hands back, the second claims", theirs);
+            boolean stale = old.checkpoint("{\"seq\": 99}");
+            boolean fresh = false;
+            for (SessionLease t : theirs)
+                if (t.name().equals(old.name()))
+                    fresh = t.checkpoint("{\"seq\": 1}");
+            String state = admin("SELECT state::text FROM lease.pool_resources WHERE name = ?", old.name()).get(0);
+            report(!stale && fresh && state.equals("{\"seq\": 1}"),
+                    "checkpoint under a stale token is false and changes nothing; under the current one it stores the state", stale, fresh, state);
+        }
+    }
+
     static void testHeartbeat() throws Exception {
         String name = PREFIX + "heartbeat";
         try (Lease lease = hold(name, new Lease.Options().ttl(Duration.ofSeconds(2)))) {
@@ -231,19 +386,22 @@ public final class ClientsTest {
                 report(took >= 0 && took <= 750 && lease.isLost(),
                         "a revoked lease is lost at the next heartbeat: whenLost() completes after " + took + " ms");
                 try {
-                    lease.inTransaction(c, tx -> {
+                    lease.transaction(c, tx -> {
                         try (PreparedStatement s = tx.prepareStatement("INSERT INTO client_log (lease_name, note) VALUES (?, 'after revoke')")) {
                             s.setString(1, name);
                             s.executeUpdate();
                         }
                         return null;
                     });
-                    report(false, "a fenced transaction under the revoked token throws FencedException");
-                } catch (FencedException e) {
+                    report(false, "a fenced transaction under the revoked token throws FencedError");
+                } catch (FencedError e) {
                     String written = admin("SELECT count(*) FROM client_log WHERE lease_name = ?", name).get(0);
-                    report("LF001".equals(e.getSQLState()) && e.getCause() instanceof SQLException && written.equals("0"),
-                            "a fenced transaction under the revoked token throws FencedException (SQLSTATE LF001) from the fence itself:"
-                                    + " nothing written to a table without a fence trigger", e, written);
+                    report("LF001".equals(e.getSQLState()) && e.getCause() instanceof SQLException && written.equals("0")
+                                    && e instanceof FencedException,
+                            "a fenced transaction under the revoked token throws FencedError (SQLSTATE LF001; a FencedException"
+                                    + " too, its old name) from the fence itself: nothing written to a table without a fence trigger", e, written);
+                    report(e.getDetail() != null && !e.getDetail().isEmpty() && e.getMessage().contains(e.getDetail()),
+                            "the FencedError keeps the server's DETAIL (getDetail(), and in getMessage())", e, e.getDetail());
                 }
             }
             report(false, "close() after the loss throws LeaseLostException");
@@ -340,6 +498,7 @@ public final class ClientsTest {
             return;
         }
         Test[] tests = {ClientsTest::testAcquireReleaseBigint, ClientsTest::testNotAcquired, ClientsTest::testWaiterWoken, ClientsTest::testErrors,
+                ClientsTest::testBadInput, ClientsTest::testConnectionStrings, ClientsTest::testSession, ClientsTest::testPool,
                 ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked, ClientsTest::testZombie,
                 ClientsTest::testOutage};
         String[] names = {"acquire", "not acquired", "waiter woken", "errors", "heartbeat", "fence", "revoked", "zombie", "outage"};

@@ -1,7 +1,7 @@
 """Hold a `lease` (the PostgreSQL extension) from Python with psycopg 3.
 
     with pglease.hold("dbname=app", "billing", ttl=20) as lease:
-        with lease.transaction(conn):      # fenced: LF001 raises pglease.FencedOff
+        with lease.transaction(conn):      # fenced: LF001 raises pglease.FencedError
             conn.execute("INSERT ...")
 
 The helper acquires the lease on a connection of its own, heartbeats it there
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -24,9 +25,20 @@ from datetime import timedelta
 from typing import Callable, Iterator, Optional, Union
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-__all__ = ["hold", "Lease", "FencedOff", "NotAcquired", "LeaseLost"]
+__all__ = [
+    "hold",
+    "Lease",
+    "session",
+    "Session",
+    "SessionLease",
+    "FencedError",
+    "FencedOff",
+    "NotAcquired",
+    "LeaseLost",
+]
 
 log = logging.getLogger("pglease")
 
@@ -48,15 +60,43 @@ _FENCE = (
 )
 
 
-class FencedOff(psycopg.DatabaseError, code="LF001"):
+# The helpers' messages for bad input, the same in every helper of clients/
+# (docs/clients.md, "Bad input"); each is raised before any round trip.
+_NO_NAME = "pglease: the lease name must not be empty"
+_SHORT_TTL = "pglease: the ttl must be at least 100 ms"
+_NEGATIVE_WAIT = "pglease: wait must not be negative"
+_BAD_GRACE = "pglease: grace must be between 0 and ttl/2"
+_NO_CONNECTION = "pglease: no connection given"
+_MALFORMED = "pglease: malformed connection string: "
+
+
+class FencedError(psycopg.DatabaseError, code="LF001"):
     """SQLSTATE LF001: the server rejected a write made under a stale or expired token.
 
     Registered with psycopg when pglease is imported, so every statement that
     fails with LF001 (``lease.fenced_write``, a ``lease.fence_trigger``, or
     ``Lease.fence``) raises it, on any connection. It is a
     ``psycopg.DatabaseError``; the transaction is aborted. Stop working under
-    the lease: another holder has it, or will.
+    the lease: another holder has it, or will. ``detail`` is the server's
+    DETAIL (which grant, since when), and ``str()`` ends with it.
     """
+
+    @property
+    def detail(self) -> Optional[str]:
+        """The server's DETAIL."""
+        return self.diag.message_detail
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        detail = self.detail
+        if detail and detail not in message:
+            message = f"{message}\nDETAIL: {detail}"
+        return message
+
+
+#: The name of :class:`FencedError` before 0.2; kept so that ``except
+#: pglease.FencedOff`` goes on working. Deprecated: use FencedError.
+FencedOff = FencedError
 
 
 class NotAcquired(Exception):
@@ -77,6 +117,18 @@ def _seconds(value: Duration, what: str) -> float:
     return float(value)
 
 
+def _check_conninfo(conninfo: object) -> None:
+    """Refuses a missing or malformed libpq connection string before any round trip."""
+    if conninfo is None:
+        raise ValueError(_NO_CONNECTION)
+    if not isinstance(conninfo, str):
+        raise TypeError(f"the connection must be a libpq connection string, not {type(conninfo).__name__}")
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as error:
+        raise ValueError(_MALFORMED + str(error).strip()) from None
+
+
 def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
@@ -95,17 +147,18 @@ class Lease:
         grace: Optional[Duration] = None,
         on_lost: Optional[Callable[["Lease"], None]] = None,
     ):
+        _check_conninfo(conninfo)
         if not isinstance(name, str) or not name:
-            raise ValueError("the lease name must be a non-empty string")
+            raise ValueError(_NO_NAME)
         ttl_s = _seconds(ttl, "ttl")
         if ttl_s < MIN_TTL.total_seconds():
-            raise ValueError(f"ttl must be at least {MIN_TTL.total_seconds() * 1000:.0f} ms, not {ttl_s} s")
+            raise ValueError(f"{_SHORT_TTL}, not {ttl_s} s")
         wait_s = _seconds(wait, "wait")
         if wait_s < 0:
-            raise ValueError("wait must not be negative")
+            raise ValueError(_NEGATIVE_WAIT)
         grace_s = ttl_s / 5 if grace is None else _seconds(grace, "grace")
         if not 0 <= grace_s <= ttl_s / 2:
-            raise ValueError("grace must be between 0 and ttl/2")
+            raise ValueError(_BAD_GRACE)
 
         self.name = name
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -149,11 +202,13 @@ class Lease:
     def fence(self, conn: psycopg.Connection) -> None:
         """Fence the transaction open on ``conn`` with this lease's token.
 
-        Checks the lease at once (:class:`FencedOff` if the token is stale or
+        Checks the lease at once (:class:`FencedError` if the token is stale or
         the lease expired), holds off any new grant of the lease until the
         transaction ends, and sets ``lease.fence_token`` for the rest of the
         transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
         """
+        if conn is None:
+            raise ValueError(_NO_CONNECTION)
         if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
             raise ValueError(
                 "fence() needs an open transaction: use lease.transaction(conn), "
@@ -164,6 +219,8 @@ class Lease:
     @contextlib.contextmanager
     def transaction(self, conn: psycopg.Connection) -> Iterator[psycopg.Transaction]:
         """``conn.transaction()``, fenced with :meth:`fence`: one call."""
+        if conn is None:
+            raise ValueError(_NO_CONNECTION)
         with conn.transaction() as tx:
             self.fence(conn)
             yield tx
@@ -273,7 +330,7 @@ class Lease:
                 except asyncio.TimeoutError:
                     continue
             try:
-                renewed = await self._call(_HEARTBEAT, (self.name, self._token), min(trust_ends, now + self._interval))
+                renewed = await self._call(*self._renewal(), min(trust_ends, now + self._interval))
             except psycopg.Error as failure:
                 if not failing:
                     log.warning('lease "%s": heartbeat failed: %s; retrying', self.name, str(failure).strip())
@@ -290,6 +347,10 @@ class Lease:
             next_heartbeat = now + self._interval
             if self._stop.is_set():
                 return
+
+    def _renewal(self) -> tuple:
+        """The heartbeat's statement and parameters."""
+        return _HEARTBEAT, (self.name, self._token)
 
     async def _release(self) -> None:
         deadline = min(time.monotonic() + MAX_RELEASE_WAIT, self._last_success + self.ttl.total_seconds())
@@ -361,3 +422,180 @@ def hold(
     lease expire. ``owner`` defaults to ``host:pid:random``.
     """
     return Lease(conninfo, name, owner=owner, ttl=ttl, wait=wait, grace=grace, on_lost=on_lost)
+
+
+# -- sessions and pools ----------------------------------------------------------
+
+_SESSION_OPEN = "SELECT lease.session_open(%s, %s::pg_catalog.interval, false)"
+_SESSION_KEEPALIVE = "SELECT lease.session_keepalive(%s::pg_catalog.int8)"
+_SESSION_CLOSE = "SELECT lease.session_close(%s::pg_catalog.int8)"
+_SESSION_ACQUIRE = "SELECT lease.session_acquire(%s::pg_catalog.int8, %s, %s::pg_catalog.interval)"
+_CLAIM = "SELECT name, token, state FROM lease.claim(%s, %s::pg_catalog.int8, %s::pg_catalog.int4)"
+_SURPLUS = "SELECT name FROM lease.surplus(%s, %s::pg_catalog.int8) AS name"
+_CHECKPOINT = "SELECT lease.checkpoint(%s, %s::pg_catalog.int8, %s::pg_catalog.jsonb)"
+
+
+class Session(Lease):
+    """A session of the lease extension (docs/concepts.md, "Sessions"): one
+    keepalive, every TTL/3 from the helper's thread, for every lease acquired
+    under it, with the loss signal of a :class:`Lease` (``lost``, ``check()``,
+    ``on_lost``). Create it with :func:`session`; the ``with`` block closes it,
+    which releases all its leases at once.
+
+    ``acquire`` and ``claim`` return :class:`SessionLease` objects, which fence
+    like a lease. They run on a second connection of the helper's (so a waiting
+    acquire never delays a keepalive); call them from one thread at a time.
+    The session is not bound to its connection, so it works through PgBouncer
+    in transaction mode.
+    """
+
+    def __init__(self, conninfo: str, *, owner=None, ttl: Duration = 20, grace=None, on_lost=None):
+        super().__init__(conninfo, "session", owner=owner, ttl=ttl, grace=grace, on_lost=on_lost)
+        self._ops: Optional[psycopg.Connection] = None
+        self._ops_lock = threading.Lock()
+
+    @property
+    def id(self) -> int:
+        """The session's id."""
+        return self.token
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else "open" if self._token is not None else "not opened"
+        return f"<pglease.Session {self._token} owner={self.owner!r} {state}>"
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` if the session has been lost."""
+        if self.lost.is_set():
+            raise LeaseLost(f"session {self._token} lost: {self.lost_reason}")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            with self._ops_lock:
+                if self._ops is not None:
+                    self._ops.close()
+                    self._ops = None
+
+    def acquire(self, name: str, *, wait: Duration = 0) -> "SessionLease":
+        """Acquires lease ``name`` under the session, waiting up to ``wait`` in
+        the server's queue; :class:`NotAcquired` after it. The lease needs no
+        heartbeat of its own: it is live while the session is."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(_NO_NAME)
+        wait_s = _seconds(wait, "wait")
+        if wait_s < 0:
+            raise ValueError(_NEGATIVE_WAIT)
+        token = self._query(_SESSION_ACQUIRE, (self.id, name, timedelta(seconds=wait_s)))[0][0]
+        if token is None:
+            raise NotAcquired(f'lease "{name}" not acquired: another owner holds it')
+        return SessionLease(self, name, token, None)
+
+    def claim(self, pool: str, *, max: Optional[int] = None) -> "list[SessionLease]":
+        """Claims free or orphaned resources of ``pool``, up to the session's
+        fair share (and ``max``): the new grants, each with its token and the
+        state its last holder checkpointed."""
+        if not isinstance(pool, str) or not pool:
+            raise ValueError("pglease: the pool name must not be empty")
+        rows = self._query(_CLAIM, (pool, self.id, max))
+        return [SessionLease(self, name, token, state) for name, token, state in rows]
+
+    def surplus(self, pool: str) -> "list[str]":
+        """The names this session holds in ``pool`` beyond its fair share, for
+        it to release (``SessionLease.release()``, or ``release(name, token)``)."""
+        if not isinstance(pool, str) or not pool:
+            raise ValueError("pglease: the pool name must not be empty")
+        return [row[0] for row in self._query(_SURPLUS, (pool, self.id))]
+
+    def release(self, name: str, token: int) -> bool:
+        """Releases one lease of the session (``lease.lease_release``)."""
+        return bool(self._query(_RELEASE, (name, token))[0][0])
+
+    def _query(self, query: str, params: tuple) -> list:
+        self.check()
+        with self._ops_lock:
+            if self._ops is None or self._ops.closed:
+                # No named prepared statements: they break transaction-mode poolers.
+                self._ops = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+            try:
+                return self._ops.execute(query, params).fetchall()
+            except psycopg.DatabaseError as error:
+                if error.sqlstate == "LF003":
+                    raise LeaseLost(f"session {self._token} lost: {str(error).strip()}") from error
+                raise
+            except psycopg.OperationalError:
+                self._ops.close()
+                raise
+
+    # The background thread: session_open, session_keepalive, session_close.
+
+    async def _acquire(self) -> None:
+        sent = time.monotonic()
+        self._token = await self._call(_SESSION_OPEN, (self.owner, self.ttl), sent + self._trust)
+        self._last_success = sent
+
+    def _renewal(self) -> tuple:
+        return _SESSION_KEEPALIVE, (self._token,)
+
+    async def _release(self) -> None:
+        deadline = min(time.monotonic() + MAX_RELEASE_WAIT, self._last_success + self.ttl.total_seconds())
+        try:
+            await self._call(_SESSION_CLOSE, (self._token,), deadline)
+        except psycopg.Error as failure:
+            log.warning("session %s: could not close it: %s; it expires on its own", self._token, failure)
+
+
+class SessionLease:
+    """A lease held under a :class:`Session`: live while the session is.
+    ``state`` is what its pool resource's last holder checkpointed (None for
+    ``Session.acquire``)."""
+
+    def __init__(self, session: Session, name: str, token: int, state):
+        self.session = session
+        self.name = name
+        self.token = token
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"<pglease.SessionLease {self.name!r} token={self.token} session={self.session._token}>"
+
+    @property
+    def lost(self) -> threading.Event:
+        """The session's loss signal."""
+        return self.session.lost
+
+    def check(self) -> None:
+        """Raises :class:`LeaseLost` if the session has been lost."""
+        self.session.check()
+
+    fence = Lease.fence
+    transaction = Lease.transaction
+
+    def checkpoint(self, state, conn: Optional[psycopg.Connection] = None) -> bool:
+        """Stores ``state`` (anything JSON) as the resource's progress, under
+        this grant's token: False, and nothing changed, if the token is stale.
+        With ``conn``, in its transaction (atomic with your writes there);
+        without, on the helper's connection."""
+        params = (self.name, self.token, json.dumps(state))
+        if conn is None:
+            return bool(self.session._query(_CHECKPOINT, params)[0][0])
+        return bool(conn.execute(_CHECKPOINT, params).fetchone()[0])
+
+    def release(self) -> bool:
+        """Releases this lease now (the session keeps its others)."""
+        return self.session.release(self.name, self.token)
+
+
+def session(
+    conninfo: str,
+    *,
+    owner: Optional[str] = None,
+    ttl: Duration = 20,
+    grace: Optional[Duration] = None,
+    on_lost: Optional[Callable[[Session], None]] = None,
+) -> Session:
+    """Open a session for the duration of a ``with`` block: one keepalive for
+    every lease acquired (``acquire``) or claimed (``claim``) under it, and the
+    loss signal of :func:`hold`. The block's end closes the session, releasing
+    all its leases at once."""
+    return Session(conninfo, owner=owner, ttl=ttl, grace=grace, on_lost=on_lost)

@@ -3,26 +3,32 @@ package pglease;
 import java.sql.SQLException;
 
 /**
- * SQLSTATE LF001: the server rejected a write made under a stale or expired fencing token.
- * The transaction is aborted; stop working under the lease. {@link Lease#fence} and
- * {@link Lease#inTransaction} throw it; its cause is the driver's exception.
+ * The name of {@link FencedError} before 0.2; every LF001 the helper throws is a
+ * {@link FencedError}, which extends this class so that {@code catch (FencedException e)} goes
+ * on working.
+ *
+ * @deprecated catch {@link FencedError}, and use {@link FencedError#isFenced}
  */
+@Deprecated
 public class FencedException extends SQLException {
     private static final long serialVersionUID = 1L;
 
     /** The SQLSTATE of a rejected fenced write. */
     public static final String SQLSTATE = "LF001";
 
+    /** @deprecated throws a {@link FencedError}: use {@code new FencedError(cause)} */
+    @Deprecated
     public FencedException(SQLException cause) {
-        super(cause.getMessage(), SQLSTATE, cause);
+        this(cause.getMessage(), cause);
     }
 
-    /** Whether {@code error} is LF001: a FencedException, or the driver's exception with that SQLSTATE. */
+    FencedException(String message, SQLException cause) {
+        super(message, SQLSTATE, cause);
+    }
+
+    /** @deprecated use {@link FencedError#isFenced} */
+    @Deprecated
     public static boolean isFenced(SQLException error) {
-        return error != null && SQLSTATE.equals(error.getSQLState());
-    }
-
-    static SQLException of(SQLException error) {
-        return isFenced(error) && !(error instanceof FencedException) ? new FencedException(error) : error;
+        return FencedError.isFenced(error);
     }
 }

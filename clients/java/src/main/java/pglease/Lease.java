@@ -24,7 +24,7 @@ import org.postgresql.PGConnection;
  *
  * <pre>{@code
  * try (Lease lease = Lease.hold(dataSource::getConnection, "billing", new Lease.Options())) {
- *     lease.inTransaction(connection, c -> ...);   // fenced: LF001 throws FencedException
+ *     lease.transaction(connection, c -> ...);   // fenced: LF001 throws FencedError
  * }
  * }</pre>
  *
@@ -37,6 +37,14 @@ public final class Lease implements AutoCloseable {
     /** The shortest TTL {@link #hold} accepts. */
     public static final Duration MIN_TTL = Duration.ofMillis(100);
 
+    // The helpers' messages for bad input, the same in every helper of clients/
+    // (docs/clients.md, "Bad input"); each is thrown before any round trip.
+    static final String NO_NAME = "pglease: the lease name must not be empty";
+    static final String SHORT_TTL = "pglease: the ttl must be at least 100 ms";
+    static final String NEGATIVE_WAIT = "pglease: wait must not be negative";
+    static final String BAD_GRACE = "pglease: grace must be between 0 and ttl/2";
+    static final String NO_CONNECTION = "pglease: no connection given";
+
     private static final long MAX_RELEASE_WAIT_NANOS = TimeUnit.SECONDS.toNanos(5);
     private static final System.Logger LOG = System.getLogger("pglease");
 
@@ -48,6 +56,9 @@ public final class Lease implements AutoCloseable {
     // Checks the lease now (LF001 at once for a stale token; no new grant can
     // commit until the transaction ends) and gives fence triggers the token
     // for the rest of the transaction: INSERT, UPDATE and DELETE alike.
+    private static final String SESSION_OPEN = "SELECT lease.session_open(?, ?::pg_catalog.interval, false)";
+    private static final String SESSION_KEEPALIVE = "SELECT lease.session_keepalive(?)";
+    private static final String SESSION_CLOSE = "SELECT lease.session_close(?)";
     private static final String FENCE = "SELECT lease.fenced_write(?, ?), lease.set_fence_token(?)";
 
     // Signals a loss at its deadline even while the heartbeat thread waits for the network.
@@ -57,7 +68,7 @@ public final class Lease implements AutoCloseable {
     public static final class Options {
         private String owner;
         private Duration ttl = Duration.ofSeconds(20);
-        private Duration waitFor = Duration.ZERO;
+        private Duration wait = Duration.ZERO;
         private Duration grace;
 
         /** Default {@code host:pid:random}; must be unique among running holders. */
@@ -73,9 +84,15 @@ public final class Lease implements AutoCloseable {
         }
 
         /** How long to wait in the server's queue while another owner holds the lease; default 0: one try. */
-        public Options waitFor(Duration waitFor) {
-            this.waitFor = Objects.requireNonNull(waitFor);
+        public Options wait(Duration wait) {
+            this.wait = Objects.requireNonNull(wait, "wait");
             return this;
+        }
+
+        /** @deprecated the same as {@link #wait(Duration)}, the name every helper uses */
+        @Deprecated
+        public Options waitFor(Duration waitFor) {
+            return wait(waitFor);
         }
 
         /** Time your code has to stop after the loss signal; default TTL/5, at most TTL/2. */
@@ -95,6 +112,8 @@ public final class Lease implements AutoCloseable {
     private final Object lock = new Object();
     private final CompletableFuture<LeaseLostException> lost = new CompletableFuture<>();
     private final Thread heartbeats;
+    // A Session's: token is the session id, kept alive by session_keepalive and ended by session_close.
+    private final boolean session;
 
     private long token;
     private Connection connection; // the helper's own; used by one thread at a time
@@ -107,19 +126,26 @@ public final class Lease implements AutoCloseable {
     private boolean closed;
 
     private Lease(ConnectionFactory factory, String name, Options options) {
-        this.factory = Objects.requireNonNull(factory, "factory");
+        this(factory, name, options, false);
+    }
+
+    private Lease(ConnectionFactory factory, String name, Options options, boolean session) {
+        this.session = session;
+        if (factory == null)
+            throw new NullPointerException(NO_CONNECTION);
+        this.factory = factory;
         if (name == null || name.isEmpty())
-            throw new IllegalArgumentException("the lease name must not be empty");
+            throw new IllegalArgumentException(NO_NAME);
         if (options.ttl.compareTo(MIN_TTL) < 0)
-            throw new IllegalArgumentException("ttl must be at least 100 ms, not " + options.ttl);
-        if (options.waitFor.isNegative())
-            throw new IllegalArgumentException("waitFor must not be negative");
+            throw new IllegalArgumentException(SHORT_TTL + ", not " + options.ttl);
+        if (options.wait.isNegative())
+            throw new IllegalArgumentException(NEGATIVE_WAIT);
         this.name = name;
         this.owner = options.owner != null ? options.owner : defaultOwner();
         this.ttl = options.ttl.toNanos();
         long grace = options.grace != null ? options.grace.toNanos() : ttl / 5;
         if (grace < 0 || grace > ttl / 2)
-            throw new IllegalArgumentException("grace must be between 0 and ttl/2");
+            throw new IllegalArgumentException(BAD_GRACE);
         this.interval = ttl / 3;
         this.trust = ttl - ttl / 10 - grace;
         this.retry = clamp(ttl / 20, TimeUnit.MILLISECONDS.toNanos(50), TimeUnit.SECONDS.toNanos(1));
@@ -137,9 +163,11 @@ public final class Lease implements AutoCloseable {
      */
     public static Lease hold(ConnectionFactory factory, String name, Options options)
             throws SQLException, NotAcquiredException {
+        if (options == null)
+            options = new Options();
         Lease lease = new Lease(factory, name, options);
         try {
-            lease.acquire(options.waitFor.toNanos());
+            lease.acquire(options.wait.toNanos());
         } catch (SQLException | NotAcquiredException | RuntimeException e) {
             lease.disconnect();
             throw e;
@@ -147,6 +175,18 @@ public final class Lease implements AutoCloseable {
         lease.armWatchdog();
         lease.heartbeats.start();
         return lease;
+    }
+
+    /**
+     * {@link #hold(ConnectionFactory, String, Options)} with the helper's own connections made
+     * from a libpq connection string (keyword = value pairs or a {@code postgresql://} URI) or
+     * a {@code jdbc:postgresql:} URL: see {@link ConnectionFactory#of}.
+     *
+     * @throws IllegalArgumentException a malformed connection string, before any round trip
+     */
+    public static Lease hold(String connectionString, String name, Options options)
+            throws SQLException, NotAcquiredException {
+        return hold(ConnectionFactory.of(connectionString), name, options);
     }
 
     public String name() {
@@ -180,42 +220,57 @@ public final class Lease implements AutoCloseable {
 
     /**
      * Fences the transaction open on {@code connection} (autocommit off): checks the lease at
-     * once ({@link FencedException} if the token is stale or the lease expired), holds off any
+     * once ({@link FencedError} if the token is stale or the lease expired), holds off any
      * new grant of the lease until the transaction ends, and sets {@code lease.fence_token} for
      * the rest of the transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
      *
      * @throws IllegalStateException in autocommit mode, where the token would last one statement
      */
     public void fence(Connection connection) throws SQLException {
-        if (connection.getAutoCommit())
-            throw new IllegalStateException("fence() needs a transaction: call setAutoCommit(false) first, or use inTransaction()");
-        try (PreparedStatement statement = connection.prepareStatement(FENCE)) {
-            statement.setString(1, name);
-            statement.setLong(2, token);
-            statement.setLong(3, token);
-            statement.executeQuery().close();
-        } catch (SQLException e) {
-            throw FencedException.of(e);
-        }
+        fence(connection, name, token);
     }
 
     /**
      * Runs {@code work} in a transaction on {@code connection} fenced with {@link #fence}, and
      * commits it (rolls back if work throws). Turns autocommit off for it and restores it
      * after; with autocommit already off, it commits the transaction already open. LF001 from
-     * any step throws a {@link FencedException}.
+     * any step throws a {@link FencedError}.
      */
-    public <T> T inTransaction(Connection connection, SqlWork<T> work) throws SQLException {
+    public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
+        return transaction(connection, work, name, token);
+    }
+
+    /** The fence of a lease's grant: {@link #fence}, and a session lease's too. */
+    static void fence(Connection connection, String name, long token) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
+        if (connection.getAutoCommit())
+            throw new IllegalStateException("fence() needs a transaction: call setAutoCommit(false) first, or use transaction()");
+        try (PreparedStatement statement = connection.prepareStatement(FENCE)) {
+            statement.setString(1, name);
+            statement.setLong(2, token);
+            statement.setLong(3, token);
+            statement.executeQuery().close();
+        } catch (SQLException e) {
+            throw FencedError.of(e);
+        }
+    }
+
+    /** A fenced transaction under a grant: {@link #transaction}, and a session lease's too. */
+    static <T> T transaction(Connection connection, SqlWork<T> work, String name, long token) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
+        Objects.requireNonNull(work, "work");
         boolean autoCommit = connection.getAutoCommit();
         connection.setAutoCommit(false);
         try {
-            fence(connection);
+            fence(connection, name, token);
             T result = work.run(connection);
             connection.commit();
             return result;
         } catch (SQLException e) {
             rollbackQuietly(connection, e);
-            throw FencedException.of(e);
+            throw FencedError.of(e);
         } catch (RuntimeException e) {
             rollbackQuietly(connection, e);
             throw e;
@@ -223,6 +278,12 @@ public final class Lease implements AutoCloseable {
             if (autoCommit && !connection.isClosed())
                 connection.setAutoCommit(true);
         }
+    }
+
+    /** @deprecated the same as {@link #transaction}, the name every helper uses */
+    @Deprecated
+    public <T> T inTransaction(Connection connection, SqlWork<T> work) throws SQLException {
+        return transaction(connection, work);
     }
 
     /**
@@ -256,6 +317,31 @@ public final class Lease implements AutoCloseable {
     @Override
     public String toString() {
         return "Lease[" + name + ", owner " + owner + ", token " + token + (isLost() ? ", lost]" : "]");
+    }
+
+    /** Opens a session kept alive like a lease ({@link Session#open}). */
+    static Lease openSession(ConnectionFactory factory, Options options) throws SQLException {
+        if (options == null)
+            options = new Options();
+        Lease lease = new Lease(factory, "session", options, true);
+        try {
+            long sent = System.nanoTime();
+            Long id = lease.call(SESSION_OPEN, sent + lease.trust, Long.class, lease.owner,
+                    TimeUnit.NANOSECONDS.toMillis(lease.ttl) + " milliseconds");
+            lease.token = Objects.requireNonNull(id, "session_open returned NULL");
+            lease.lastSuccess = sent;
+        } catch (SQLException | RuntimeException e) {
+            lease.disconnect();
+            throw e;
+        }
+        lease.armWatchdog();
+        lease.heartbeats.start();
+        return lease;
+    }
+
+    /** The connection factory (a Session's second connection comes from it). */
+    ConnectionFactory factory() {
+        return factory;
     }
 
     private void acquire(long waitNanos) throws SQLException, NotAcquiredException {
@@ -319,7 +405,9 @@ public final class Lease implements AutoCloseable {
                 }
                 Boolean renewed;
                 try {
-                    renewed = call(HEARTBEAT, Math.min(trustEnds, now + interval), Boolean.class, name, token);
+                    renewed = session
+                            ? call(SESSION_KEEPALIVE, Math.min(trustEnds, now + interval), Boolean.class, token)
+                            : call(HEARTBEAT, Math.min(trustEnds, now + interval), Boolean.class, name, token);
                 } catch (SQLException e) {
                     if (!failing)
                         LOG.log(Level.WARNING, "lease \"{0}\": heartbeat failed: {1}; retrying", name, e.getMessage());
@@ -351,6 +439,14 @@ public final class Lease implements AutoCloseable {
 
     private void release() {
         long deadline = Math.min(System.nanoTime() + MAX_RELEASE_WAIT_NANOS, lastSuccess + ttl);
+        if (session) {
+            try {
+                call(SESSION_CLOSE, deadline, Integer.class, token);
+            } catch (SQLException e) {
+                LOG.log(Level.WARNING, "session {0}: could not close it: {1}; it expires on its own", token, e.getMessage());
+            }
+            return;
+        }
         try {
             if (!Boolean.TRUE.equals(call(RELEASE, deadline, Boolean.class, name, token)))
                 lose("it was no longer held when released");
