@@ -176,6 +176,7 @@ usage_case history
 usage_case history job --limit 0
 usage_case list --limit 5
 usage_case run job --permits 0 -- true
+usage_case acquire job --permits 10001
 usage_case acquire job --permits 2 --shared
 usage_case acquire job other
 usage_case run job --all -- true
