@@ -644,6 +644,16 @@ pg_lease history cli-no-such-lease --json
 report $? "history of a name without events is empty (exit 0)" "exit $rc, stdout: $out"
 
 # --- semaphores, shared grants, all-or-none, leaders, waiters ------------------
+#
+# Mutations these checks were seen to catch (break the code, watch the check
+# fail, restore): run --permits asking the server for N+1 permits (the cap
+# and line checks, the revoke check); the waiters query filtering the wrong
+# names; a refused heartbeat of a permit taken as a success (the revoke
+# check, after 30 s); run --shared asking for the lease exclusively (both
+# shared checks); acquire --all printing its tokens in reverse; acquire --all
+# exiting 0 when nothing was granted; leader reading no value; set-value
+# taking false for published; watch leaving the value out of its lines; the
+# "all N permits are taken" message; --permits accepting 10001.
 
 # live_holders NAME: how many live holders lease.leader() reports for NAME.
 live_holders() {
