@@ -67,8 +67,8 @@ uninstall-pg_lease:
 # Unit tests of pg_lease's pure logic (GoogleTest).
 CLI_UNIT_TEST = test/unit/cli_test
 CLI_UNIT_SOURCES = cli/command_line.cpp cli/duration.cpp cli/exit_codes.cpp cli/json.cpp \
-	cli/idempotent_run.cpp cli/lease_event.cpp cli/lease_history.cpp cli/lease_status.cpp \
-	cli/output_capture.cpp cli/text_table.cpp
+	cli/idempotent_run.cpp cli/lease_event.cpp cli/lease_history.cpp cli/lease_leader.cpp cli/lease_status.cpp \
+	cli/lease_waiters.cpp cli/output_capture.cpp cli/pg_array.cpp cli/text_table.cpp
 $(CLI_UNIT_TEST): test/unit/cli_test.cpp $(CLI_UNIT_SOURCES) $(wildcard cli/*.hpp)
 	$(CXX) -std=c++17 -Wall -Wextra $(WERROR) -Icli -o $@ $(filter %.cpp,$^) -lgtest -lgtest_main -pthread
 

@@ -10,13 +10,18 @@ const char* const usage_text = R"(pg_lease: leases, fencing tokens and fenced wr
 
 Usage:
   pg_lease run NAME [--ttl 20s] [--wait 30s] [--owner ID] [--grace TTL/5] [--bind]
-               [--idempotency-key KEY [--verify SHELL-COMMAND]] [--] COMMAND [ARGS...]
-  pg_lease acquire NAME [--ttl 20s] [--wait 0] [--owner ID] [--json]
+               [--permits N | --shared] [--idempotency-key KEY [--verify SHELL-COMMAND]]
+               [--] COMMAND [ARGS...]
+  pg_lease acquire NAME [--permits N | --shared] [--ttl 20s] [--wait 0] [--owner ID] [--json]
+  pg_lease acquire --all NAME... [--ttl 20s] [--wait 0] [--owner ID] [--json]
   pg_lease heartbeat NAME TOKEN [--ttl DURATION] [--json]
   pg_lease release NAME TOKEN [--json]
   pg_lease revoke NAME [--json]
   pg_lease status NAME [--json]
   pg_lease list [--json]
+  pg_lease leader NAME [--json]
+  pg_lease set-value NAME TOKEN JSON [--json]
+  pg_lease waiters [NAME] [--json]
   pg_lease watch [PREFIX] [--json]
   pg_lease history NAME [--limit N] [--json]
   pg_lease pool put POOL NAME [--state JSON] [--json]
@@ -26,8 +31,8 @@ Usage:
 Every command takes -d/--dbname CONNINFO (a connection string or URI); libpq's
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
 Durations: 500ms, 20s, 2m, 1h, 1d or sums like 1m30s.
-Exit codes: 0 success, 1 error, 64 usage, 69 connection failed, 75 not acquired,
-79 lease lost, 80 not verified; run exits with COMMAND's status (128+N if killed
+Exit codes: 0 success, 1 error (leader: nobody holds NAME), 64 usage,
+69 connection failed, 75 not acquired, 79 lease lost, 80 not verified; run exits with COMMAND's status (128+N if killed
 by signal N), or the stored one when KEY has completed already; watch runs until
 SIGINT or SIGTERM and then exits 0.
 See docs/cli.md.
@@ -46,6 +51,9 @@ enum OptionFlag : unsigned {
     limit_flag = 128,
     idempotency_key_flag = 256,
     verify_flag = 512,
+    permits_flag = 1024,
+    shared_flag = 2048,
+    all_flag = 4096,
 };
 
 struct CommandSpec {
@@ -54,14 +62,19 @@ struct CommandSpec {
     std::vector<const char*> positionals;
     unsigned options;
     bool positionals_optional = false;
+    // acquire --all: more NAMEs after the first.
+    bool more_names_with_all = false;
 };
 
 const std::vector<CommandSpec>& command_specs()
 {
     static const std::vector<CommandSpec> specs = {
         {"run", Command::run, {"NAME"},
-         dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag | bind_flag | idempotency_key_flag | verify_flag},
-        {"acquire", Command::acquire, {"NAME"}, dbname_flag | ttl_flag | wait_flag | owner_flag | json_flag},
+         dbname_flag | ttl_flag | wait_flag | owner_flag | grace_flag | bind_flag | idempotency_key_flag | verify_flag |
+             permits_flag | shared_flag},
+        {"acquire", Command::acquire, {"NAME"},
+         dbname_flag | ttl_flag | wait_flag | owner_flag | json_flag | permits_flag | shared_flag | all_flag, false,
+         true},
         {"heartbeat", Command::heartbeat, {"NAME", "TOKEN"}, dbname_flag | ttl_flag | json_flag},
         {"release", Command::release, {"NAME", "TOKEN"}, dbname_flag | json_flag},
         {"revoke", Command::revoke, {"NAME"}, dbname_flag | json_flag},
@@ -69,6 +82,9 @@ const std::vector<CommandSpec>& command_specs()
         {"list", Command::list, {}, dbname_flag | json_flag},
         {"watch", Command::watch, {"PREFIX"}, dbname_flag | json_flag, true},
         {"history", Command::history, {"NAME"}, dbname_flag | limit_flag | json_flag},
+        {"leader", Command::leader, {"NAME"}, dbname_flag | json_flag},
+        {"set-value", Command::set_value, {"NAME", "TOKEN", "JSON"}, dbname_flag | json_flag},
+        {"waiters", Command::waiters, {"NAME"}, dbname_flag | json_flag, true},
         {"help", Command::help, {}, 0},
     };
     return specs;
@@ -91,6 +107,9 @@ const OptionSpec option_specs[] = {
     {"--limit", limit_flag, true},
     {"--idempotency-key", idempotency_key_flag, true},
     {"--verify", verify_flag, true},
+    {"--permits", permits_flag, true},
+    {"--shared", shared_flag, false},
+    {"--all", all_flag, false},
 };
 
 Milliseconds duration_option(const std::string& option, const std::string& value)
@@ -146,6 +165,17 @@ void set_option(Options& options, const OptionSpec& spec, const std::string& val
             throw UsageError("--verify must not be empty");
         options.verify = value;
         break;
+    case permits_flag: {
+        const auto permits = parse_positive_integer(value);
+        if (!permits || *permits > max_permits)
+            throw UsageError("invalid --permits \"" + value + "\" (expected an integer from 1 to " +
+                             std::to_string(max_permits) + ")");
+        options.permits = static_cast<std::int32_t>(*permits);
+        break;
+    }
+    case shared_flag:
+    case all_flag:
+        break;  // the kind of grant: parse_command_line, once every option is known
     }
 }
 
@@ -165,6 +195,21 @@ void check_run_timing(Options& options)
     const Milliseconds max_grace = SupervisionTiming::max_grace(ttl);
     if (options.grace && *options.grace > max_grace)
         throw UsageError("--grace must be at most half the TTL (" + format_duration(max_grace) + ")");
+}
+
+// --permits N, --shared, --all or none of them: at most one.
+GrantKind grant_kind(unsigned options_seen)
+{
+    const unsigned kinds = options_seen & (permits_flag | shared_flag | all_flag);
+    if (kinds & (kinds - 1))
+        throw UsageError("--permits, --shared and --all exclude each other");
+    if (kinds == permits_flag)
+        return GrantKind::semaphore;
+    if (kinds == shared_flag)
+        return GrantKind::shared;
+    if (kinds == all_flag)
+        return GrantKind::all;
+    return GrantKind::exclusive;
 }
 
 }  // namespace
@@ -236,7 +281,7 @@ Options parse_command_line(const std::vector<std::string>& args)
             options.command_line.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
             break;
         }
-        if (positionals.size() == command->positionals.size())
+        if (positionals.size() == command->positionals.size() && !command->more_names_with_all)
             throw UsageError("unexpected argument \"" + arg + "\" for " + command->name);
         positionals.push_back(arg);
     }
@@ -250,18 +295,28 @@ Options parse_command_line(const std::vector<std::string>& args)
     if (positionals.size() < command->positionals.size() && !command->positionals_optional)
         throw UsageError(std::string(command->name) + " needs " + join(command->positionals, " and "));
 
+    options.kind = grant_kind(options_seen);
+    if (options.kind == GrantKind::all || options.command == Command::waiters) {
+        options.names = positionals;
+    } else if (command->more_names_with_all && positionals.size() > 1) {
+        throw UsageError("unexpected argument \"" + positionals[1] + "\" for " + command->name +
+                         " (--all takes several names)");
+    }
+
     if (options.command == Command::watch) {
         if (!positionals.empty())
             options.prefix = positionals[0];
     } else if (!positionals.empty()) {
         options.name = positionals[0];
     }
-    if (command->positionals.size() == 2) {
+    if (command->positionals.size() >= 2 && positionals.size() >= 2) {
         const auto token = parse_positive_integer(positionals[1]);
         if (!token)
             throw UsageError("invalid TOKEN \"" + positionals[1] + "\" (expected a positive integer)");
         options.token = *token;
     }
+    if (options.command == Command::set_value)
+        options.value = positionals[2];
     if (options.command == Command::run) {
         if (options.command_line.empty())
             throw UsageError("run needs a COMMAND to run after NAME");

@@ -12,12 +12,39 @@
 
 namespace pg_lease {
 
-enum class Command { run, acquire, heartbeat, release, revoke, status, list, watch, history, help, version };
+enum class Command {
+    run,
+    acquire,
+    heartbeat,
+    release,
+    revoke,
+    status,
+    list,
+    watch,
+    history,
+    leader,
+    waiters,
+    set_value,
+    help,
+    version,
+};
+
+// What run and acquire ask for (docs/concepts.md, "Semaphores, shared leases and leaders").
+enum class GrantKind {
+    exclusive,  // a lease (lease_acquire)
+    shared,     // --shared: a shared grant of a lease (lease_acquire_shared)
+    semaphore,  // --permits N: one of N permits (semaphore_acquire)
+    all,        // acquire --all: every name or none (lease_acquire_all)
+};
 
 struct Options {
     Command command = Command::help;
     std::string conninfo;  // empty: libpq's defaults and PG* environment variables
-    std::string name;
+    std::string name;                       // the (first) NAME
+    std::vector<std::string> names;         // acquire --all: every NAME, in the order given; waiters: NAME if given
+    GrantKind kind = GrantKind::exclusive;  // run, acquire
+    std::int32_t permits = 0;               // --permits
+    std::string value;                      // set-value: the JSON to publish
     std::int64_t token = 0;                 // heartbeat, release
     std::optional<Milliseconds> ttl;        // run, acquire: the grant's; heartbeat: a one-off extension
     Milliseconds wait{0};                   // run, acquire
@@ -43,6 +70,9 @@ struct UsageError : std::runtime_error {
 Options parse_command_line(const std::vector<std::string>& args);
 
 std::optional<std::int64_t> parse_positive_integer(std::string_view text);
+
+// The most permits a semaphore may have: lease.semaphore_acquire refuses more (22023).
+inline constexpr std::int32_t max_permits = 10000;
 
 extern const char* const usage_text;
 

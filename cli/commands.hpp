@@ -1,4 +1,5 @@
-// The one-shot commands: acquire, heartbeat, release, revoke, status, list, history.
+// The one-shot commands: acquire, heartbeat, release, revoke, status, list,
+// history, leader, set-value, waiters.
 // Each connects, does one thing, prints the outcome and returns the exit code;
 // failures are thrown as Failure.
 #pragma once

@@ -166,7 +166,62 @@ public:
         return number();
     }
 
+    // A scalar, or an array or object written to `out` as compact JSON.
+    std::optional<JsonScalar> value()
+    {
+        if (pos_ < text_.size() && (text_[pos_] == '{' || text_[pos_] == '[')) {
+            std::string out;
+            if (!composite(out, 1))
+                return std::nullopt;
+            return JsonScalar{JsonScalar::Kind::composite, std::move(out)};
+        }
+        return scalar();
+    }
+
 private:
+    bool composite(std::string& out, int depth)
+    {
+        if (depth > max_json_depth)
+            return false;
+        const bool object = text_[pos_] == '{';
+        const char close = object ? '}' : ']';
+        out += text_[pos_++];
+        skip_whitespace();
+        if (consume(close)) {
+            out += close;
+            return true;
+        }
+        do {
+            skip_whitespace();
+            if (out.back() != '{' && out.back() != '[')
+                out += ',';
+            if (object) {
+                const auto key = string();
+                skip_whitespace();
+                if (!key || !consume(':'))
+                    return false;
+                out += json_string(*key) + ":";
+                skip_whitespace();
+            }
+            if (pos_ < text_.size() && (text_[pos_] == '{' || text_[pos_] == '[')) {
+                if (!composite(out, depth + 1))
+                    return false;
+            } else {
+                const auto item = scalar();
+                if (!item)
+                    return false;
+                out += item->kind == JsonScalar::Kind::string ? json_string(item->text)
+                       : item->kind == JsonScalar::Kind::null ? "null"
+                                                              : item->text;
+            }
+            skip_whitespace();
+        } while (consume(','));
+        if (!consume(close))
+            return false;
+        out += close;
+        return true;
+    }
+
     // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
     std::optional<JsonScalar> number()
     {
@@ -256,7 +311,9 @@ private:
 
 }  // namespace
 
-std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::string_view text)
+namespace {
+
+std::optional<std::map<std::string, JsonScalar>> parse_object(std::string_view text, bool nested)
 {
     JsonReader reader(text);
     std::map<std::string, JsonScalar> object;
@@ -272,7 +329,7 @@ std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::str
             if (!key || !reader.consume(':'))
                 return std::nullopt;
             reader.skip_whitespace();
-            auto value = reader.scalar();
+            auto value = nested ? reader.value() : reader.scalar();
             if (!value || !object.emplace(std::move(*key), std::move(*value)).second)
                 return std::nullopt;
             reader.skip_whitespace();
@@ -284,6 +341,18 @@ std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::str
     if (!reader.at_end())
         return std::nullopt;
     return object;
+}
+
+}  // namespace
+
+std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::string_view text)
+{
+    return parse_object(text, false);
+}
+
+std::optional<std::map<std::string, JsonScalar>> parse_json_object(std::string_view text)
+{
+    return parse_object(text, true);
 }
 
 }  // namespace pg_lease

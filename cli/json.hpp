@@ -29,10 +29,11 @@ private:
     std::string fields_;
 };
 
-// A scalar read from JSON: a string (unescaped, UTF-8), a number (as written),
-// true, false or null (text "true", "false" or empty).
+// A value read from JSON: a string (unescaped, UTF-8), a number (as written),
+// true, false or null (text "true", "false" or empty); or, from
+// parse_json_object only, an array or object (text: it as compact JSON).
 struct JsonScalar {
-    enum class Kind { string, number, boolean, null };
+    enum class Kind { string, number, boolean, null, composite };
     Kind kind;
     std::string text;
 };
@@ -40,5 +41,12 @@ struct JsonScalar {
 // {"key": scalar, ...}, surrounded by optional whitespace: nullopt for anything
 // else, nested arrays and objects and repeated keys included.
 std::optional<std::map<std::string, JsonScalar>> parse_flat_json_object(std::string_view text);
+
+// The same, but a value may also be an array or object (nested at most
+// max_json_depth deep), which comes back as compact JSON: no whitespace
+// outside strings, strings written as json_string writes them.
+std::optional<std::map<std::string, JsonScalar>> parse_json_object(std::string_view text);
+
+inline constexpr int max_json_depth = 512;
 
 }  // namespace pg_lease

@@ -43,7 +43,7 @@ std::optional<std::optional<std::int64_t>> integer_field(const JsonFields& field
 
 std::optional<LeaseEvent> parse_lease_event(std::string_view payload)
 {
-    const auto fields = parse_flat_json_object(payload);
+    const auto fields = parse_json_object(payload);
     if (!fields)
         return std::nullopt;
     const auto event = text_field(*fields, "event");
@@ -53,7 +53,15 @@ std::optional<LeaseEvent> parse_lease_event(std::string_view payload)
     const auto session = integer_field(*fields, "session");
     if (!event || !*event || !name || !token || !owner || !session)
         return std::nullopt;
-    return LeaseEvent{**event, *name, *token, *owner, *session};
+    LeaseEvent parsed{**event, *name, *token, *owner, *session};
+    if (const auto value = fields->find("value"); value != fields->end() && value->second.kind != JsonScalar::Kind::null)
+        parsed.value = value->second.kind == JsonScalar::Kind::string ? json_string(value->second.text) : value->second.text;
+    if (const auto omitted = fields->find("value_omitted"); omitted != fields->end()) {
+        if (omitted->second.kind != JsonScalar::Kind::boolean)
+            return std::nullopt;
+        parsed.value_omitted = omitted->second.text == "true";
+    }
+    return parsed;
 }
 
 bool event_matches(const LeaseEvent& event, const std::optional<std::string>& prefix)
@@ -82,6 +90,10 @@ std::string event_line(const LeaseEvent& event)
         line += " owner=" + display_word(*event.owner);
     if (event.session)
         line += " session=" + std::to_string(*event.session);
+    if (event.value)
+        line += " value=" + *event.value;
+    if (event.value_omitted)
+        line += " value_omitted=true";
     return line;
 }
 

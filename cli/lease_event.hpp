@@ -10,15 +10,21 @@
 namespace pg_lease {
 
 struct LeaseEvent {
-    std::string event;                   // acquired, released, revoked, expired or session_closed
-    std::optional<std::string> name;     // none for session_closed
+    std::string event;                // acquired, released, revoked, expired, session_closed or value_set
+    std::optional<std::string> name;  // none for session_closed
     std::optional<std::int64_t> token;
     std::optional<std::string> owner;
     std::optional<std::int64_t> session;
+    // acquired and value_set: the value the grant published, as compact JSON
+    // (none for a new grant); value_omitted: it was too long for the event,
+    // lease.leader(name) has it.
+    std::optional<std::string> value = std::nullopt;
+    bool value_omitted = false;
 };
 
-// {"event": "...", "name": ..., "token": ..., "owner": ..., "session": ...}:
-// nullopt if the payload is not such an object.
+// {"event": "...", "name": ..., "token": ..., "owner": ..., "session": ...},
+// with "value": any JSON and "value_omitted": true or false if there: nullopt
+// if the payload is not such an object.
 std::optional<LeaseEvent> parse_lease_event(std::string_view payload);
 
 // Whether `pg_lease watch PREFIX` shows the event: every event without a
@@ -26,7 +32,8 @@ std::optional<LeaseEvent> parse_lease_event(std::string_view payload);
 bool event_matches(const LeaseEvent& event, const std::optional<std::string>& prefix);
 
 // One line for people: "acquired billing token=42 owner=worker-7:3120", with
-// session=N for a session's lease; fields that are null are left out.
+// session=N for a session's lease, and last value=JSON (the rest of the line)
+// or value_omitted=true; fields that are null are left out.
 std::string event_line(const LeaseEvent& event);
 
 // A word as it is, or as a JSON string when it is empty or holds spaces,

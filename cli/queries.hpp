@@ -13,6 +13,30 @@ inline constexpr const char* heartbeat =
 inline constexpr const char* release = "SELECT lease.lease_release($1, $2::pg_catalog.int8)";
 inline constexpr const char* revoke = "SELECT lease.lease_revoke($1)";
 
+// Semaphores, shared grants and all-or-none (version 1.3). They wait ($5 or
+// $4) in a function call, which holds its statement's snapshot while it waits.
+// One of $3 permits of semaphore $1 for owner $2.
+inline constexpr const char* semaphore_acquire =
+    "SELECT lease.semaphore_acquire($1, $2, $3::pg_catalog.int4, $4::pg_catalog.interval, $5::pg_catalog.interval)";
+inline constexpr const char* acquire_shared =
+    "SELECT lease.lease_acquire_shared($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)";
+// $1: the names as a text[] literal (text_array_literal); the tokens come back
+// as a bigint[] literal aligned with them, or NULL.
+inline constexpr const char* acquire_all =
+    "SELECT lease.lease_acquire_all($1::pg_catalog.text[], $2, $3::pg_catalog.interval, $4::pg_catalog.interval)";
+inline constexpr const char* set_value =
+    "SELECT lease.lease_set_value($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb)";
+// The live holders of $1 in the column order LeaderRow reads, oldest grant first.
+inline constexpr const char* leader =
+    "SELECT owner, token, value::pg_catalog.text, pg_catalog.to_json(expires_at) #>> '{}' "
+    "FROM lease.leader($1) ORDER BY token";
+// Who waits for $1 (NULL: for any name), in the column order WaiterRow reads,
+// each name's line in order.
+inline constexpr const char* waiters =
+    "SELECT name, \"position\", mode, owner, pid, role::pg_catalog.text, "
+    "pg_catalog.to_json(waiting_since) #>> '{}' "
+    "FROM lease.waiters WHERE $1::pg_catalog.text IS NULL OR name = $1 ORDER BY name, \"position\", pid";
+
 // run --bind: a session bound to the connection holds the lease.
 inline constexpr const char* session_open = "SELECT lease.session_open($1, $2::pg_catalog.interval, true)";
 inline constexpr const char* session_acquire =
@@ -22,6 +46,11 @@ inline constexpr const char* session_acquire =
 inline constexpr const char* session_keepalive =
     "SELECT lease.session_keepalive($1::pg_catalog.int8, $2::pg_catalog.interval) "
     "AND lease.lease_heartbeat($3, $4::pg_catalog.int8)";
+// run --bind --shared / --permits: the same grants under the session.
+inline constexpr const char* session_acquire_shared =
+    "SELECT lease.session_acquire_shared($1::pg_catalog.int8, $2, $3::pg_catalog.interval)";
+inline constexpr const char* session_semaphore_acquire =
+    "SELECT lease.session_semaphore_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.int4, $4::pg_catalog.interval)";
 inline constexpr const char* session_close = "SELECT lease.session_close($1::pg_catalog.int8)";
 
 // One lease ($1 = its name) or all of them ($1 = NULL), in the column order

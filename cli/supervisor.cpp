@@ -110,7 +110,23 @@ private:
 
     void warn(const std::string& message) { std::cerr << "pg_lease: " << message << std::endl; }
 
-    std::string lease_text() const { return "lease \"" + options_.name + "\""; }
+    std::string lease_text() const
+    {
+        const char* what = options_.kind == GrantKind::semaphore ? "semaphore permit of \""
+                           : options_.kind == GrantKind::shared  ? "shared lease \""
+                                                                 : "lease \"";
+        return what + options_.name + "\"";
+    }
+
+    std::string not_acquired_text() const
+    {
+        if (options_.kind == GrantKind::semaphore)
+            return "semaphore \"" + options_.name + "\" not acquired: all " + std::to_string(options_.permits) +
+                   " permits are taken";
+        if (options_.kind == GrantKind::shared)
+            return lease_text() + " not acquired: an exclusive holder has it or waits for it";
+        return lease_text() + " not acquired: another owner holds it";
+    }
 
     // How long a call may take to answer, beyond any wait it asks the server for.
     Milliseconds answer_timeout() const { return timing_.terminate_after(); }
@@ -139,7 +155,7 @@ private:
                 // did not grant: try again only if our clock says time is left.
                 if (now < give_up_at)
                     continue;
-                warn(lease_text() + " not acquired: another owner holds it");
+                warn(not_acquired_text());
                 return exit_code::not_acquired;
             }
             if (now >= give_up_at) {
@@ -170,13 +186,7 @@ private:
         const BootTime deadline = start + wait + answer_timeout();
         CallResult result;
         if (!options_.bind) {
-            result = wait == Milliseconds(0)
-                         ? database_.call(sql::acquire, {options_.name, options_.owner, interval_literal(ttl_)}, deadline,
-                                         OnInterrupt::cancel)
-                         : database_.call_procedure(sql::acquire_wait,
-                                                   {options_.name, options_.owner, interval_literal(ttl_),
-                                                    interval_literal(wait)},
-                                                   deadline, OnInterrupt::cancel);
+            result = call_acquire(wait, deadline);
         } else {
             // Its one connection cannot keep the session alive while it waits:
             // the session is opened to last the wait and then the TTL.
@@ -185,8 +195,7 @@ private:
             if (!opened.ok())
                 return opened;
             session_id_ = opened.value;
-            result = database_.call(sql::session_acquire, {session_id_, options_.name, interval_literal(wait)}, deadline,
-                                   OnInterrupt::cancel);
+            result = call_session_acquire(wait, deadline);
             if (!(result.ok() && result.value) && termination_signal_ == 0)
                 close_unused_session(result);
         }
@@ -214,6 +223,49 @@ private:
         token_.clear();
         session_id_.reset();
         return renewed.ok() ? CallResult{CallResult::Status::ok, std::nullopt, {}} : renewed;
+    }
+
+    // The acquire of run's kind of grant, waiting on the server for `wait`:
+    // the token or NULL.
+    CallResult call_acquire(Milliseconds wait, BootTime deadline)
+    {
+        const std::string ttl = interval_literal(ttl_);
+        switch (options_.kind) {
+        case GrantKind::shared:
+            return database_.call(sql::acquire_shared, {options_.name, options_.owner, ttl, interval_literal(wait)},
+                                  deadline, OnInterrupt::cancel);
+        case GrantKind::semaphore:
+            return database_.call(sql::semaphore_acquire,
+                                  {options_.name, options_.owner, std::to_string(options_.permits), ttl,
+                                   interval_literal(wait)},
+                                  deadline, OnInterrupt::cancel);
+        case GrantKind::exclusive:
+        case GrantKind::all:  // not run's (parse_command_line)
+            break;
+        }
+        return wait == Milliseconds(0)
+                   ? database_.call(sql::acquire, {options_.name, options_.owner, ttl}, deadline, OnInterrupt::cancel)
+                   : database_.call_procedure(sql::acquire_wait, {options_.name, options_.owner, ttl, interval_literal(wait)},
+                                              deadline, OnInterrupt::cancel);
+    }
+
+    // The same under the bound session (session_id_).
+    CallResult call_session_acquire(Milliseconds wait, BootTime deadline)
+    {
+        switch (options_.kind) {
+        case GrantKind::shared:
+            return database_.call(sql::session_acquire_shared, {session_id_, options_.name, interval_literal(wait)},
+                                  deadline, OnInterrupt::cancel);
+        case GrantKind::semaphore:
+            return database_.call(sql::session_semaphore_acquire,
+                                  {session_id_, options_.name, std::to_string(options_.permits), interval_literal(wait)},
+                                  deadline, OnInterrupt::cancel);
+        case GrantKind::exclusive:
+        case GrantKind::all:
+            break;
+        }
+        return database_.call(sql::session_acquire, {session_id_, options_.name, interval_literal(wait)}, deadline,
+                              OnInterrupt::cancel);
     }
 
     void close_unused_session(const CallResult& acquired)

@@ -13,7 +13,11 @@
 #     no snapshot held, the hand-over on release, and a signal that cancels it;
 #   - run --bind: keepalives, the session closed on exit, revocation, a dropped
 #     connection, and the takeover when the holder is SIGKILLed (measured);
-#   - watch (filtering, --json, reconnecting after a restart) and history.
+#   - watch (filtering, --json, reconnecting after a restart) and history;
+#   - semaphores (run --permits: the cap, the line, a revoke), shared grants
+#     (run --shared side by side, an exclusive run in line), acquire --all
+#     (aligned tokens, all or none), leader, set-value, waiters, and watch
+#     showing published values.
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
 # path, e.g. PG_LEASE=$PWD/pg_lease for a build that is not installed). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
@@ -171,6 +175,14 @@ usage_case watch a b
 usage_case history
 usage_case history job --limit 0
 usage_case list --limit 5
+usage_case run job --permits 0 -- true
+usage_case acquire job --permits 10001
+usage_case acquire job --permits 2 --shared
+usage_case acquire job other
+usage_case run job --all -- true
+usage_case leader
+usage_case set-value job 1
+usage_case waiters a b
 
 pg_lease --help
 [ "$rc" -eq 0 ] && [[ "$out" == *"pg_lease run NAME"* ]]
@@ -630,6 +642,222 @@ report $? "history --limit N shows the newest N; history prints a table" "$out"
 pg_lease history cli-no-such-lease --json
 [ "$rc" -eq 0 ] && [ "$out" = "[]" ]
 report $? "history of a name without events is empty (exit 0)" "exit $rc, stdout: $out"
+
+# --- semaphores, shared grants, all-or-none, leaders, waiters ------------------
+#
+# Mutations these checks were seen to catch (break the code, watch the check
+# fail, restore): run --permits asking the server for N+1 permits (the cap
+# and line checks, the revoke check); the waiters query filtering the wrong
+# names; a refused heartbeat of a permit taken as a success (the revoke
+# check, after 30 s); run --shared asking for the lease exclusively (both
+# shared checks); acquire --all printing its tokens in reverse; acquire --all
+# exiting 0 when nothing was granted; leader reading no value; set-value
+# taking false for published; watch leaving the value out of its lines; the
+# "all N permits are taken" message; --permits accepting 10001.
+
+# live_holders NAME: how many live holders lease.leader() reports for NAME.
+live_holders() {
+    sql -c "SELECT count(*) FROM lease.leader('$1')"
+}
+live_holders_are() {
+    [ "$(live_holders "$1")" = "$2" ]
+}
+# waiters_of NAME COLUMNS: NAME's rows in lease.waiters, in line order, on one line.
+waiters_of() {
+    sql -c "SELECT $2 FROM lease.waiters WHERE name = '$1' ORDER BY position" | paste -sd' ' -
+}
+waiters_are() {
+    [ "$(sql -c "SELECT count(*) FROM lease.waiters WHERE name = '$1'")" = "$2" ]
+}
+# max_overlap LOG: the most commands that ran at once, from "TAG start|end ..." lines.
+max_overlap() {
+    awk '$2 == "start" { n++; if (n > max) max = n } $2 == "end" { n-- } END { print max + 0 }' "$1" 2>/dev/null
+}
+# line_time LOG TAG EVENT: the time of TAG's EVENT line in LOG.
+line_time() {
+    awk -v tag="$2" -v event="$3" '$1 == tag && $2 == event { print $3 }' "$1" 2>/dev/null
+}
+
+# gated.sh LOG TAG GATE: logs "TAG start TIME TOKEN" to LOG, waits for the
+# file GATE, then logs "TAG end TIME" and exits 0.
+cat >"$WORK/gated.sh" <<'EOF'
+echo "$2 start $(date +%s%3N) $LEASE_TOKEN" >>"$1"
+until [ -e "$3" ]; do sleep 0.05; done
+sleep 0.2
+echo "$2 end $(date +%s%3N)" >>"$1"
+EOF
+
+# Three runs of one semaphore of 2 permits at once: two run, the third waits
+# on the server, first in line, and runs when a permit is released.
+sem_pids=()
+for tag in a b c; do
+    "$PG_LEASE" run cli-sem --permits 2 --ttl 2s --wait 20s -- sh "$WORK/gated.sh" "$WORK/sem.log" "$tag" "$WORK/sem.go" \
+        2>"$WORK/sem-$tag.err" &
+    sem_pids+=($!)
+    BG_PIDS+=($!)
+done
+poll_until 10 live_holders_are cli-sem 2 && poll_until 10 waiters_are cli-sem 1 && poll_until 10 file_has_lines "$WORK/sem.log" 2
+sleep 0.3  # a third permit, if one were granted, would have started its command by now
+started=$(grep -c ' start ' "$WORK/sem.log" 2>/dev/null)
+[ "$(live_holders cli-sem)" = 2 ] && [ "$started" = 2 ] && [ "$(waiters_of cli-sem "position, mode")" = "1|semaphore" ]
+report $? "run --permits 2 three times at once: two hold a permit and run their command, the third waits on the server (position 1)" \
+    "holders: $(live_holders cli-sem), commands started: $started, waiters: $(waiters_of cli-sem "position, mode, owner"); stderr: $(cat "$WORK"/sem-*.err)"
+
+pg_lease waiters cli-sem --json
+waiters_json_ok=$(json_ok '@$j == 1 && $j->[0]{name} eq "cli-sem" && $j->[0]{position} == 1 && $j->[0]{mode} eq "semaphore" && $j->[0]{pid} > 0 && $j->[0]{role} eq "postgres"' && echo yes)
+waiters_json=$out
+pg_lease waiters
+[ "$rc" -eq 0 ] && [ "$waiters_json_ok" = yes ] && [[ "$(printf '%s\n' "$out" | head -1)" == "NAME "*POSITION*MODE*OWNER* ]] &&
+    printf '%s\n' "$out" | grep -Eq '^cli-sem +1 +semaphore '
+report $? "waiters lists the blocked run --permits at position 1 (--json, and a table)" \
+    "exit $rc, json: $waiters_json, table: $out"
+
+pg_lease run cli-sem --permits 2 --wait 0 -- touch "$WORK/sem-never"
+[ "$rc" -eq 75 ] && [[ "$err" == *"semaphore \"cli-sem\" not acquired: all 2 permits are taken"* ]] && [ ! -e "$WORK/sem-never" ]
+report $? "run --permits 2 --wait 0 with both permits taken exits 75 without running its command" "exit $rc; stderr: $err"
+
+touch "$WORK/sem.go"
+sem_rcs=()
+for pid in "${sem_pids[@]}"; do
+    wait_exit "$pid"
+    sem_rcs+=("$rc")
+done
+third=$(awk '$2 == "start" { print $1 }' "$WORK/sem.log" 2>/dev/null | tail -1)
+first_end=$(awk '$2 == "end" { print $3; exit }' "$WORK/sem.log" 2>/dev/null)
+[ "${sem_rcs[*]}" = "0 0 0" ] && [ "$(grep -c ' start ' "$WORK/sem.log")" = 3 ] && [ "$(max_overlap "$WORK/sem.log")" = 2 ] &&
+    [ "$(line_time "$WORK/sem.log" "$third" start)" -ge "${first_end:-99999999999999}" ] && live_holders_are cli-sem 0
+report $? "the waiting run --permits gets a released permit: all three exit 0, never more than 2 commands at once, permits released" \
+    "exits ${sem_rcs[*]}; log: $(paste -sd',' "$WORK/sem.log" 2>/dev/null); holders left: $(live_holders cli-sem)"
+
+# A revoke ends every permit: each run --permits stops its command and exits 79.
+"$PG_LEASE" run cli-sem-revoke --permits 3 --ttl 2s -- sleep 30 2>"$WORK/sem-revoke1.err" &
+revoke1=$!
+"$PG_LEASE" run cli-sem-revoke --permits 3 --ttl 2s --bind -- sleep 30 2>"$WORK/sem-revoke2.err" &
+revoke2=$!
+BG_PIDS+=("$revoke1" "$revoke2")
+poll_until 10 live_holders_are cli-sem-revoke 2
+bound_permit=$(sql -c "SELECT count(*) FROM lease.holders WHERE name = 'cli-sem-revoke' AND session IS NOT NULL")
+pg_lease run cli-sem-revoke --wait 0 -- touch "$WORK/sem-never"
+[ "$rc" -eq 1 ] && [[ "$err" == *"held as a semaphore"* ]] && [ ! -e "$WORK/sem-never" ]
+report $? "run of a semaphore's name as a lease exits 1 with the server's error, without running its command" "exit $rc; stderr: $err"
+pg_lease revoke cli-sem-revoke
+started=$(now_ms)
+wait_exit $revoke1
+revoke1_rc=$rc
+wait_exit $revoke2
+took=$(($(now_ms) - started))
+[ "$revoke1_rc" -eq 79 ] && [ "$rc" -eq 79 ] && [ "$took" -lt 2000 ] && [ "$bound_permit" = 1 ] &&
+    grep -q 'semaphore permit of "cli-sem-revoke" lost' "$WORK/sem-revoke1.err"
+report $? "a revoke stops run --permits commands (plain and --bind): both exit 79 within ${took} ms" \
+    "exits $revoke1_rc, $rc; bound permits: $bound_permit; stderr: $(cat "$WORK"/sem-revoke*.err)"
+
+# Two shared runs at once both run; an exclusive run waits for them, and a
+# shared run that comes after it waits behind it (no writer starvation).
+shared_pids=()
+for tag in r1 r2; do
+    "$PG_LEASE" run cli-rw --shared --ttl 2s --wait 20s -- sh "$WORK/gated.sh" "$WORK/rw.log" "$tag" "$WORK/rw.go" \
+        2>"$WORK/rw-$tag.err" &
+    shared_pids+=($!)
+    BG_PIDS+=($!)
+done
+poll_until 10 live_holders_are cli-rw 2 && poll_until 10 file_has_lines "$WORK/rw.log" 2
+"$PG_LEASE" run cli-rw --ttl 2s --wait 20s -- sh "$WORK/gated.sh" "$WORK/rw.log" w "$WORK/rw.go" 2>"$WORK/rw-w.err" &
+writer=$!
+BG_PIDS+=("$writer")
+poll_until 10 waiters_are cli-rw 1
+"$PG_LEASE" run cli-rw --shared --ttl 2s --wait 20s -- sh "$WORK/gated.sh" "$WORK/rw.log" r3 "$WORK/rw.go" 2>"$WORK/rw-r3.err" &
+late_reader=$!
+BG_PIDS+=("$late_reader")
+poll_until 10 waiters_are cli-rw 2
+sleep 0.3
+line=$(waiters_of cli-rw "position || ':' || mode")
+[ "$(live_holders cli-rw)" = 2 ] && [ "$(grep -c ' start ' "$WORK/rw.log")" = 2 ] && [ "$line" = "1:exclusive 2:shared" ]
+report $? "run --shared twice at once: both run their command; an exclusive run waits, and a later run --shared queues behind it" \
+    "holders: $(live_holders cli-rw), log: $(paste -sd',' "$WORK/rw.log" 2>/dev/null), line: $line; stderr: $(cat "$WORK"/rw-*.err)"
+
+touch "$WORK/rw.go"
+rw_rcs=()
+for pid in "${shared_pids[@]}" "$writer" "$late_reader"; do
+    wait_exit "$pid"
+    rw_rcs+=("$rc")
+done
+r_end=$(awk '$1 ~ /^r[12]$/ && $2 == "end" { print $3 }' "$WORK/rw.log" 2>/dev/null | sort -n | tail -1)
+[ "${rw_rcs[*]}" = "0 0 0 0" ] && [ -n "$r_end" ] && [ "$(line_time "$WORK/rw.log" w start)" -ge "$r_end" ] &&
+    [ "$(line_time "$WORK/rw.log" r3 start)" -ge "$(line_time "$WORK/rw.log" w end)" ]
+report $? "the exclusive run starts after both shared runs ended, the later shared run after it; all exit 0" \
+    "exits ${rw_rcs[*]}; log: $(paste -sd',' "$WORK/rw.log" 2>/dev/null)"
+
+# acquire --all: the tokens in the order of the names given, all or none.
+pg_lease acquire --all cli-acct/2 cli-acct/1 cli-acct/3 --owner teller-a --ttl 1m
+all_rc=$rc
+mapfile -t all_tokens <<<"$out"
+aligned=yes
+all_names=(cli-acct/2 cli-acct/1 cli-acct/3)
+for i in 0 1 2; do
+    { [ "${all_tokens[$i]:-x}" = "$(lease_field "${all_names[$i]}" token)" ] &&
+        [ "$(lease_field "${all_names[$i]}" owner)" = teller-a ] && lease_is "${all_names[$i]}" held; } || aligned=no
+done
+[ "$all_rc" -eq 0 ] && [ "${#all_tokens[@]}" -eq 3 ] && [ "$aligned" = yes ] && [ "${all_tokens[0]}" != "${all_tokens[1]}" ]
+report $? "acquire --all prints one token a line, aligned with the names given (not in their sorted order)" \
+    "exit $all_rc, tokens: ${all_tokens[*]}, leases: $(sql -c "SELECT name || '=' || token FROM lease.status WHERE name LIKE 'cli-acct/%'" | paste -sd' ' -)"
+
+pg_lease acquire --all cli-acct/4 cli-acct/1 cli-acct/5 --owner teller-b --json
+none_rc=$rc
+none_out=$out
+pg_lease acquire --all cli-acct/7 cli-acct/6 --owner teller-b --json
+[ "$none_rc" -eq 75 ] && [ "$(lease_field cli-acct/4 state)" != held ] && [ "$(lease_field cli-acct/5 state)" != held ] &&
+    [ "$(lease_field cli-acct/1 owner)" = teller-a ] &&
+    printf '%s' "$none_out" | perl -MJSON::PP -e 'my $j = decode_json(<STDIN>); exit !(!defined $j->{tokens} && @{$j->{names}} == 3)' &&
+    [ "$rc" -eq 0 ] && json_ok "\$j->{names}[0] eq 'cli-acct/7' && \$j->{tokens}[0] == $(lease_field cli-acct/7 token) && \$j->{tokens}[1] == $(lease_field cli-acct/6 token) && \$j->{owner} eq 'teller-b'"
+report $? "acquire --all with one name held elsewhere exits 75 holding none of them (--json tokens null); --json tokens align with names" \
+    "exits $none_rc, $rc; json: $none_out / $out; states: $(sql -c "SELECT name || '=' || state FROM lease.status WHERE name LIKE 'cli-acct/%'" | paste -sd' ' -)"
+
+# A leader publishes its address; leader shows it, watch shows the change.
+"$PG_LEASE" watch cli-leader >"$WORK/watch-leader.out" 2>"$WORK/watch-leader.err" &
+leader_watcher=$!
+BG_PIDS+=("$leader_watcher")
+one_listener() {
+    [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT lease.listen_events()' AND state = 'idle'")" = 1 ]
+}
+poll_until 10 one_listener
+pg_lease acquire cli-leader --owner node-1 --ttl 1m
+leader_token=$out
+pg_lease set-value cli-leader "$leader_token" '{"addr": "10.0.0.5:5432", "role": "primary"}'
+set_rc=$rc
+pg_lease leader cli-leader --json
+leader_json_ok=$(json_ok "@\$j == 1 && \$j->[0]{owner} eq 'node-1' && \$j->[0]{token} == $leader_token && \$j->[0]{value}{addr} eq '10.0.0.5:5432' && \$j->[0]{expires_at} =~ /^\\d{4}-/" && echo yes)
+leader_json=$out
+pg_lease leader cli-leader
+[ "$set_rc" -eq 0 ] && [ "$leader_json_ok" = yes ] && [ "$rc" -eq 0 ] &&
+    printf '%s\n' "$out" | grep -Eq "^node-1 +$leader_token +[0-9T:.+-]+ +\\{\"addr\": \"10.0.0.5:5432\", \"role\": \"primary\"\\}\$"
+report $? "set-value publishes the leader's value; leader shows who leads and what it published (--json, and a table)" \
+    "exits $set_rc, $rc; json: $leader_json; table: $out"
+
+pg_lease set-value cli-leader $((leader_token + 1000)) '{"addr": "evil"}'
+stale_rc=$rc
+pg_lease set-value cli-leader "$leader_token" 'not json'
+bad_json_rc=$rc
+pg_lease leader cli-nobody --json
+[ "$stale_rc" -eq 79 ] && [ "$bad_json_rc" -eq 1 ] && [ "$rc" -eq 1 ] && [ "$out" = "[]" ] &&
+    [ "$(sql -c "SELECT value->>'addr' FROM lease.leader('cli-leader')")" = 10.0.0.5:5432 ]
+report $? "set-value with a stale token exits 79 and changes nothing, with bad JSON exits 1; leader of a name nobody holds exits 1 ([])" \
+    "exits $stale_rc, $bad_json_rc, $rc; leader of nobody: $out"
+
+pg_lease release cli-leader "$leader_token"
+pg_lease acquire cli-leader --owner node-2 --ttl 1m
+second_leader=$out
+pg_lease set-value cli-leader "$second_leader" '"10.0.0.6:5432"'
+expected_leader="acquired cli-leader token=$leader_token owner=node-1
+value_set cli-leader token=$leader_token owner=node-1 value={\"addr\":\"10.0.0.5:5432\",\"role\":\"primary\"}
+released cli-leader token=$leader_token owner=node-1
+acquired cli-leader token=$second_leader owner=node-2
+value_set cli-leader token=$second_leader owner=node-2 value=\"10.0.0.6:5432\""
+poll_until 5 file_has_lines "$WORK/watch-leader.out" 5
+kill -TERM $leader_watcher
+wait_exit $leader_watcher
+[ "$(cat "$WORK/watch-leader.out")" = "$expected_leader" ] && [ "$rc" -eq 0 ]
+report $? "watch shows leader changes: acquired and value_set events with the published value" \
+    "exit $rc; lines: $(paste -sd'|' "$WORK/watch-leader.out"); stderr: $(cat "$WORK/watch-leader.err")"
 
 # --- the database restarts or goes away ---------------------------------------
 

@@ -6,8 +6,11 @@
 #include "json.hpp"
 #include "lease_event.hpp"
 #include "lease_history.hpp"
+#include "lease_leader.hpp"
 #include "lease_status.hpp"
+#include "lease_waiters.hpp"
 #include "output_capture.hpp"
+#include "pg_array.hpp"
 #include "text_table.hpp"
 #include "timing.hpp"
 
@@ -186,6 +189,147 @@ TEST(CommandLine, UsageErrorsAreOneLine)
     EXPECT_EQ(usage_error({"run", "job", "--bind=yes", "true"}), "--bind takes no value");
     for (const auto& args : std::vector<std::vector<std::string>>{{"acquire", "job", "--wait", "soon"}, {"list", "extra"}})
         EXPECT_EQ(usage_error(args).find('\n'), std::string::npos);
+}
+
+TEST(CommandLine, SemaphoreSharedAndAll)
+{
+    const Options permits = parse({"run", "exports", "--permits", "4", "--", "./export.sh"});
+    EXPECT_EQ(permits.kind, GrantKind::semaphore);
+    EXPECT_EQ(permits.permits, 4);
+    EXPECT_EQ(permits.command_line, std::vector<std::string>{"./export.sh"});
+    EXPECT_EQ(parse({"run", "config", "--shared", "cat", "x"}).kind, GrantKind::shared);
+    EXPECT_EQ(parse({"run", "config", "cat"}).kind, GrantKind::exclusive);
+    EXPECT_EQ(parse({"acquire", "exports", "--permits=10000"}).permits, 10000);
+    EXPECT_EQ(parse({"acquire", "config", "--shared", "--json"}).kind, GrantKind::shared);
+
+    const Options all = parse({"acquire", "--all", "account:1", "account:2", "--ttl", "1m", "account:3"});
+    EXPECT_EQ(all.kind, GrantKind::all);
+    EXPECT_EQ(all.names, (std::vector<std::string>{"account:1", "account:2", "account:3"}));
+    EXPECT_EQ(all.name, "account:1");
+    EXPECT_EQ(parse({"acquire", "one", "--all"}).names, std::vector<std::string>{"one"});
+}
+
+TEST(CommandLine, LeaderWaitersAndSetValue)
+{
+    const Options leader = parse({"leader", "db", "--json"});
+    EXPECT_EQ(leader.command, Command::leader);
+    EXPECT_EQ(leader.name, "db");
+    EXPECT_TRUE(parse({"waiters"}).names.empty());
+    EXPECT_EQ(parse({"waiters", "db"}).names, std::vector<std::string>{"db"});
+    const Options set = parse({"set-value", "db", "42", R"({"addr": "10.0.0.5"})"});
+    EXPECT_EQ(set.command, Command::set_value);
+    EXPECT_EQ(set.name, "db");
+    EXPECT_EQ(set.token, 42);
+    EXPECT_EQ(set.value, R"({"addr": "10.0.0.5"})");
+}
+
+TEST(CommandLine, SemaphoreSharedAndAllUsageErrors)
+{
+    EXPECT_EQ(usage_error({"run", "x", "--permits", "0", "true"}),
+              "invalid --permits \"0\" (expected an integer from 1 to 10000)");
+    EXPECT_EQ(usage_error({"acquire", "x", "--permits", "10001"}),
+              "invalid --permits \"10001\" (expected an integer from 1 to 10000)");
+    EXPECT_EQ(usage_error({"acquire", "x", "--permits", "two"}),
+              "invalid --permits \"two\" (expected an integer from 1 to 10000)");
+    EXPECT_EQ(usage_error({"acquire", "x", "--permits", "2", "--shared"}), "--permits, --shared and --all exclude each other");
+    EXPECT_EQ(usage_error({"acquire", "x", "y", "--all", "--shared"}), "--permits, --shared and --all exclude each other");
+    EXPECT_EQ(usage_error({"acquire", "x", "y"}), "unexpected argument \"y\" for acquire (--all takes several names)");
+    EXPECT_EQ(usage_error({"acquire", "--all"}), "acquire needs NAME");
+    EXPECT_EQ(usage_error({"run", "x", "--all", "true"}), "--all does not apply to run");
+    EXPECT_EQ(usage_error({"status", "x", "--shared"}), "--shared does not apply to status");
+    EXPECT_EQ(usage_error({"leader"}), "leader needs NAME");
+    EXPECT_EQ(usage_error({"waiters", "a", "b"}), "unexpected argument \"b\" for waiters");
+    EXPECT_EQ(usage_error({"set-value", "db", "42"}), "set-value needs NAME and TOKEN and JSON");
+    EXPECT_EQ(usage_error({"set-value", "db", "x", "{}"}), "invalid TOKEN \"x\" (expected a positive integer)");
+}
+
+TEST(PgArray, TextLiteralsKeepEveryElementWhole)
+{
+    EXPECT_EQ(text_array_literal({}), "{}");
+    EXPECT_EQ(text_array_literal({"a", "b"}), R"({"a","b"})");
+    EXPECT_EQ(text_array_literal({"", "NULL", "x,y", "{z}", "q\"uote", "back\\slash", " sp "}),
+              R"({"","NULL","x,y","{z}","q\"uote","back\\slash"," sp "})");
+}
+
+TEST(PgArray, ReadsBigintArrays)
+{
+    using Tokens = std::vector<std::optional<std::int64_t>>;
+    EXPECT_EQ(parse_bigint_array("{}"), Tokens{});
+    EXPECT_EQ(parse_bigint_array("{42}"), Tokens{42});
+    EXPECT_EQ(parse_bigint_array("{7,6,NULL,-1}"), (Tokens{7, 6, std::nullopt, -1}));
+    for (const char* text : {"", "{", "42", "{1,}", "{,1}", "{1,x}", "{1 ,2}", "{{1}}", "{99999999999999999999}"})
+        EXPECT_EQ(parse_bigint_array(text), std::nullopt) << text;
+}
+
+TEST(Json, ReadsNestedValuesAsCompactJson)
+{
+    const auto object = parse_json_object(
+        R"({"event": "value_set", "value": {"addr": "10.0.0.5:5432", "n": [1, 2.5e3, null, true, {}], "s": "a\"b"}})");
+    ASSERT_TRUE(object);
+    EXPECT_EQ(object->at("event").kind, JsonScalar::Kind::string);
+    EXPECT_EQ(object->at("value").kind, JsonScalar::Kind::composite);
+    EXPECT_EQ(object->at("value").text, R"({"addr":"10.0.0.5:5432","n":[1,2.5e3,null,true,{}],"s":"a\"b"})");
+    EXPECT_EQ(parse_json_object(R"({"v": []})")->at("v").text, "[]");
+    EXPECT_EQ(parse_flat_json_object(R"({"v": []})"), std::nullopt);
+    std::string deep(max_json_depth + 1, '[');
+    deep += std::string(max_json_depth + 1, ']');
+    EXPECT_EQ(parse_json_object("{\"v\": " + deep + "}"), std::nullopt);
+    for (const char* text : {R"({"v": [1,]})", R"({"v": [1 2]})", R"({"v": {"a"}})", R"({"v": {1: 2}})", R"({"v": [})",
+                             R"({"v": ]})"})
+        EXPECT_EQ(parse_json_object(text), std::nullopt) << text;
+}
+
+TEST(LeaseEvent, CarriesThePublishedValue)
+{
+    const auto set = parse_lease_event(
+        R"({"event": "value_set", "name": "db", "token": 7, "owner": "n1", "session": null, "value": {"addr": "10.0.0.5"}})");
+    ASSERT_TRUE(set);
+    EXPECT_EQ(set->value, R"({"addr":"10.0.0.5"})");
+    EXPECT_EQ(event_line(*set), R"(value_set db token=7 owner=n1 value={"addr":"10.0.0.5"})");
+    const auto fresh =
+        parse_lease_event(R"({"event": "acquired", "name": "db", "token": 8, "owner": "n2", "session": null, "value": null})");
+    ASSERT_TRUE(fresh);
+    EXPECT_EQ(fresh->value, std::nullopt);
+    EXPECT_EQ(event_line(*fresh), "acquired db token=8 owner=n2");
+    const auto text = parse_lease_event(
+        R"({"event": "value_set", "name": "db", "token": 7, "owner": "n1", "session": null, "value": "a b"})");
+    ASSERT_TRUE(text);
+    EXPECT_EQ(text->value, "\"a b\"");
+    const auto omitted = parse_lease_event(R"({"event": "value_set", "name": "db", "token": 7, "owner": "n1",)"
+                                           R"( "session": null, "value": null, "value_omitted": true})");
+    ASSERT_TRUE(omitted);
+    EXPECT_EQ(event_line(*omitted), "value_set db token=7 owner=n1 value_omitted=true");
+    EXPECT_EQ(parse_lease_event(R"({"event": "value_set", "name": "db", "token": 7, "owner": "n1", "session": null,)"
+                                R"( "value": null, "value_omitted": "yes"})"),
+              std::nullopt);
+}
+
+TEST(LeaseLeader, JsonAndTable)
+{
+    const std::vector<LeaderRow> rows = {{"n1", 7, R"({"addr": "10.0.0.5"})", "2024-01-01T00:00:20+00:00"},
+                                         {"n2", 9, std::nullopt, "infinity"}};
+    EXPECT_EQ(leader_json("db", {}), "[]");
+    EXPECT_EQ(leader_json("db", rows),
+              R"([{"name":"db","owner":"n1","token":7,"value":{"addr": "10.0.0.5"},"expires_at":"2024-01-01T00:00:20+00:00"},)"
+              R"({"name":"db","owner":"n2","token":9,"value":null,"expires_at":"infinity"}])");
+    EXPECT_EQ(leader_table(rows),
+              "OWNER  TOKEN  EXPIRES AT                 VALUE\n"
+              "n1     7      2024-01-01T00:00:20+00:00  {\"addr\": \"10.0.0.5\"}\n"
+              "n2     9      infinity                   -\n");
+}
+
+TEST(LeaseWaiters, JsonAndTable)
+{
+    const std::vector<WaiterRow> rows = {{"db", 1, "exclusive", "n2", 4242, "app", "2024-01-01T00:00:01+00:00"},
+                                         {"db", 2, "shared", "n3", 4243, std::nullopt, "2024-01-01T00:00:02+00:00"}};
+    EXPECT_EQ(waiters_json({}), "[]");
+    EXPECT_EQ(waiters_json({rows[0]}),
+              R"([{"name":"db","position":1,"mode":"exclusive","owner":"n2","pid":4242,"role":"app",)"
+              R"("waiting_since":"2024-01-01T00:00:01+00:00"}])");
+    EXPECT_EQ(waiters_table(rows),
+              "NAME  POSITION  MODE       OWNER  PID   ROLE  WAITING SINCE\n"
+              "db    1         exclusive  n2     4242  app   2024-01-01T00:00:01+00:00\n"
+              "db    2         shared     n3     4243  -     2024-01-01T00:00:02+00:00\n");
 }
 
 TEST(ExitCodes, AreDistinct)
