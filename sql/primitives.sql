@@ -170,6 +170,8 @@ SELECT keep('r1', lease.lease_acquire_shared('cfg', 'reader-1', '1 minute')) IS 
 SELECT dblink_send_query('writer', $$SELECT lease.lease_acquire('cfg', 'writer', '1 second', '30 seconds')$$);
 SELECT line_length(1);
 SELECT lease.lease_acquire_shared('cfg', 'reader-2') IS NULL AS reader_2_waits_behind_the_writer;
+-- Asking for it as the other kind is still an error, line or not.
+SELECT lease.semaphore_acquire('cfg', 'counter', 2);
 SELECT dblink_send_query('reader', $$SELECT lease.lease_acquire_shared('cfg', 'reader-3', '1 minute', '30 seconds')$$);
 SELECT line_length(2);
 SELECT name, owner, mode, position FROM lease.waiters ORDER BY position;

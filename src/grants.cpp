@@ -103,6 +103,51 @@ const char* held_as(const HolderState& holder)
     return holder.mode == HolderMode::semaphore ? "a semaphore" : "a shared lease";
 }
 
+// Whether a live holder makes a request of this kind (exclusive, or mode with
+// permits) a 22023: a name is a lease or a semaphore of one number of
+// permits while it has live holders.
+bool holder_conflicts(const HolderState& holder, bool exclusive, HolderMode mode, int32 permits)
+{
+    if (exclusive)
+        return holder.mode == HolderMode::semaphore;
+    return holder.mode != mode || (mode == HolderMode::semaphore && holder.permits != permits);
+}
+
+[[noreturn]] void report_conflict(const text* name, const HolderState& holder, bool exclusive, HolderMode mode,
+                                  int32 permits)
+{
+    if (!exclusive && holder.mode == mode)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("semaphore \"%s\" has %d permits, not %d", text_to_cstring(name), holder.permits,
+                               permits),
+                        errdetail("A semaphore's permits change only when it has no live holders.")));
+    report_other_kind(name, held_as(holder),
+                      exclusive                         ? "a lease"
+                      : mode == HolderMode::semaphore ? "a semaphore"
+                                                      : "a shared lease");
+}
+
+// For a request that finds others waiting in the name's line, and so does
+// not look further: asking for the name as the other kind is still 22023.
+void require_same_kind(const GrantRequest& request, bool exclusive, HolderMode mode, int32 permits)
+{
+    const TimestampTz now = GetCurrentTimestamp();
+    const LeaseState lease = read_latest(request.name);
+    TimestampTz expiry;
+    int64 bound_session;
+    if (!exclusive && mode == HolderMode::semaphore && lease.owner != nullptr &&
+        grant_live(lease, now, &expiry, &bound_session))
+        report_other_kind(request.name, "a lease", "a semaphore");
+    if (!may_have_holders(lease) || !catalog_has_holders())
+        return;
+    int count;
+    const HolderState* holders = store_holders(request.name, &count);
+    for (int i = 0; i < count; ++i)
+        if (grant_live(holder_as_lease(holders[i]), now, &expiry, &bound_session) &&
+            holder_conflicts(holders[i], exclusive, mode, permits))
+            report_conflict(request.name, holders[i], exclusive, mode, permits);
+}
+
 // Sorts the holders of a name into live ones (counted, the earliest expiry
 // noted) and ended ones whose fenced writes are over (locked, to be
 // reported). An ended holder whose writes are still in flight, and the
@@ -131,20 +176,9 @@ HolderCount count_holders(const GrantRequest& request, bool exclusive, HolderMod
         int64 bound_session;
         const bool live = grant_live(holder_as_lease(holder), checked->now, &expiry, &bound_session);
         if (live) {
-            const bool other_kind = exclusive ? holder.mode == HolderMode::semaphore : holder.mode != mode;
-            if (other_kind) {
+            if (holder_conflicts(holder, exclusive, mode, permits)) {
                 release_checked(request.name, *checked);
-                report_other_kind(request.name, held_as(holder),
-                                  exclusive                         ? "a lease"
-                                  : mode == HolderMode::semaphore ? "a semaphore"
-                                                                  : "a shared lease");
-            }
-            if (!exclusive && mode == HolderMode::semaphore && holder.permits != permits) {
-                release_checked(request.name, *checked);
-                ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                                errmsg("semaphore \"%s\" has %d permits, not %d", text_to_cstring(request.name),
-                                       holder.permits, permits),
-                                errdetail("A semaphore's permits change only when it has no live holders.")));
+                report_conflict(request.name, holder, exclusive, mode, permits);
             }
             if (!exclusive && checked->replaced == nullptr && same_text(holder.owner, request.owner) &&
                 holder.session == request.session) {
@@ -182,6 +216,7 @@ Attempt check_grant(const GrantRequest& request, bool exclusive, HolderMode mode
     *grantable = false;
     *checked = Checked{};
     if (!at_head_of_line && catalog_has_sessions() && waiters_queued(request.name)) {
+        require_same_kind(request, exclusive, mode, permits);
         attempt.holder_live = true;
         return attempt;
     }
