@@ -302,8 +302,8 @@ int64 write_holder(const GrantRequest& request, HolderMode mode, int32 permits, 
     forget_passed_fence_checks();
     const TimestampTz expires_at =
         request.session != 0 ? DT_NOEND : expiry_after(checked.now, request.ttl_microseconds);
-    const int64 token = store_holder_grant(request.name, mode, permits, request.owner, request.ttl, checked.now,
-                                           expires_at, GetUserId(), request.session);
+    const int64 token = store_holder_grant(request.name, lease.version, mode, permits, request.owner, request.ttl,
+                                           checked.now, expires_at, GetUserId(), request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
     ForceSyncCommit();

@@ -2,12 +2,24 @@
 // shared leases, and the values grants publish. Written through SQL only:
 // these are not the hot path of a plain lease.
 #include "lease_store.hpp"
+#include "primary_key_scan.hpp"
 #include "store_relations.hpp"
 #include "store_spi.hpp"
 
 namespace lease {
 
 namespace {
+
+// Columns of lease.holders, as the extension scripts create them.
+constexpr AttrNumber holders_column_token = 1;
+constexpr AttrNumber holders_column_name = 2;
+constexpr AttrNumber holders_column_mode = 3;
+constexpr AttrNumber holders_column_permits = 4;
+constexpr AttrNumber holders_column_owner = 5;
+constexpr AttrNumber holders_column_expires_at = 9;
+constexpr AttrNumber holders_column_role = 10;
+constexpr AttrNumber holders_column_session = 11;
+constexpr AttrNumber holders_column_value = 12;
 
 // The columns every holder query returns, in this order.
 #define HOLDER_COLUMNS "h.token, h.name, h.mode, h.permits, h.owner, h.expires_at, h.role, h.session, h.value"
@@ -65,79 +77,68 @@ HolderState* store_holders(const text* name, int* count)
     return holders;
 }
 
-// holder($1 token)
-constexpr StoredQuery query_holder = {
-    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) $1",
-    1,
-    {INT8OID}};
 
+// The fence reads a holder once per fenced transaction (as it reads a lease):
+// through the primary key directly, as the caller.
 bool store_holder(int64 token, HolderState* holder)
 {
-    Datum values[1] = {Int64GetDatum(token)};
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_holder, values, nullptr, true, true);
-    int count;
-    HolderState* found = holders_from_result(&count);
-    finish_as_caller(caller);
-    if (count == 0)
-        return false;
-    *holder = found[0];
-    return true;
+    const KeyScan scan = begin_key_scan(lease_relations().oids[rel_holders], "holders", holders_column_token,
+                                        F_INT8EQ, Int64GetDatum(token));
+    const HeapTuple row = systable_getnext(scan.scan);
+    const bool found = HeapTupleIsValid(row);
+    if (found) {
+        const TupleDesc desc = RelationGetDescr(scan.table);
+        bool isnull;
+        *holder = HolderState{};
+        holder->token = token;
+        holder->name = copy_text_attribute(row, holders_column_name, desc);
+        const text* mode = DatumGetTextPP(heap_getattr(row, holders_column_mode, desc, &isnull));
+        holder->mode =
+            VARSIZE_ANY_EXHDR(mode) == strlen("semaphore") ? HolderMode::semaphore : HolderMode::shared;
+        const Datum permits = heap_getattr(row, holders_column_permits, desc, &isnull);
+        holder->permits = isnull ? 0 : DatumGetInt32(permits);
+        holder->owner = copy_text_attribute(row, holders_column_owner, desc);
+        holder->expires_at = DatumGetTimestampTz(heap_getattr(row, holders_column_expires_at, desc, &isnull));
+        holder->role = DatumGetObjectId(heap_getattr(row, holders_column_role, desc, &isnull));
+        const Datum session = heap_getattr(row, holders_column_session, desc, &isnull);
+        holder->session = isnull ? 0 : DatumGetInt64(session);
+        const Datum value = heap_getattr(row, holders_column_value, desc, &isnull);
+        holder->value = isnull ? nullptr : DatumGetJsonbPCopy(value);
+    }
+    end_key_scan(scan);
+    return found;
 }
 
-// holder_grant($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
-// $7 expires_at, $8 role, $9 session): the name's row takes the new token and
-// the mark, in the same statement that writes the holder.
-constexpr StoredQuery query_holder_grant = {
-    "WITH marked AS ("
-    "  UPDATE lease.leases"
-    "     SET owner = NULL,"
-    "         token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
-    "         ttl = $5, acquired_at = $6, renewed_at = $6,"
-    "         expires_at = 'infinity'::pg_catalog.timestamptz, role = $8, session = NULL"
-    "   WHERE name OPERATOR(pg_catalog.=) $1"
-    "  RETURNING token)"
-    " INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role,"
-    "                            session)"
-    " SELECT token, $1, $2, $3, $4, $5, $6, $6, $7, $8, $9 FROM marked"
-    " RETURNING token",
-    9,
-    {TEXTOID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID}};
+// holder_insert($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
+// $7 expires_at, $8 role, $9 session, $10 token)
+constexpr StoredQuery query_holder_insert = {
+    "INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role,"
+    "                           session)"
+    " VALUES ($10, $1, $2, $3, $4, $5, $6, $6, $7, $8, $9)",
+    10,
+    {TEXTOID, TEXTOID, INT4OID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID, INT8OID, INT8OID}};
 
-// create_marked($1 name, $2 ttl, $3 now, $4 role): a new name's row, marked.
-constexpr StoredQuery query_create_marked = {
-    "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
-    " SELECT $1, NULL, 0, $2, $3, $3, 'infinity'::pg_catalog.timestamptz, $4, NULL"
-    "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)",
-    4,
-    {TEXTOID, INTERVALOID, TIMESTAMPTZOID, REGROLEOID}};
-
-int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const text* owner, const Interval* ttl,
-                         TimestampTz now, TimestampTz expires_at, Oid role, int64 session)
+int64 store_holder_grant(const text* name, const ItemPointerData& version_read, HolderMode mode, int32 permits,
+                         const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
+                         int64 session)
 {
-    Datum values[9] = {PointerGetDatum(name),
-                       CStringGetTextDatum(mode_name(mode)),
-                       Int32GetDatum(permits),
-                       PointerGetDatum(owner),
-                       PointerGetDatum(ttl),
-                       TimestampTzGetDatum(now),
-                       TimestampTzGetDatum(expires_at),
-                       ObjectIdGetDatum(role),
-                       Int64GetDatum(session)};
-    const char nulls[9] = {' ', ' ', mode == HolderMode::semaphore ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ',
-                           session != 0 ? ' ' : 'n'};
-
+    // The name's row takes the new token and the mark first: the holder's
+    // token is the name's latest.
+    const int64 token = store_mark(name, version_read, ttl, now, role);
+    Datum values[10] = {PointerGetDatum(name),
+                        CStringGetTextDatum(mode_name(mode)),
+                        Int32GetDatum(permits),
+                        PointerGetDatum(owner),
+                        PointerGetDatum(ttl),
+                        TimestampTzGetDatum(now),
+                        TimestampTzGetDatum(expires_at),
+                        ObjectIdGetDatum(role),
+                        Int64GetDatum(session),
+                        Int64GetDatum(token)};
+    const char nulls[10] = {' ', ' ', mode == HolderMode::semaphore ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ',
+                            session != 0 ? ' ' : 'n', ' '};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_holder_grant, values, nulls, false);
-    if (SPI_processed == 0) {
-        Datum create[4] = {PointerGetDatum(name), PointerGetDatum(ttl), TimestampTzGetDatum(now),
-                           ObjectIdGetDatum(role)};
-        run(query_create_marked, create, nullptr, false);
-        run(query_holder_grant, values, nulls, false);
-    }
-    if (SPI_processed != 1)
-        elog(ERROR, "lease: the grant of \"%s\" wrote no holder", text_to_cstring(name));
-    const int64 token = first_int8();
+    run(query_holder_insert, values, nulls, false);
     finish_as_caller(caller);
     return token;
 }
@@ -179,29 +180,56 @@ bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, cons
 }
 
 // holder_release($1 token, $2 now, $3 name, $4 caller's role, $5 caller is
-// admin): ends a live, non-session holder of name that the caller acts for,
-// and frees the name when it was the last, in one statement. (The main query
-// does not see the CTE's delete: the last holder is the one no other is
-// beside.)
+// admin): ends a live, non-session holder of name that the caller acts for.
 constexpr StoredQuery query_holder_release = {
-    "WITH ended AS ("
-    "  DELETE FROM lease.holders AS h"
-    "   WHERE h.token OPERATOR(pg_catalog.=) $1"
-    "     AND h.name OPERATOR(pg_catalog.=) $3"
-    "     AND h.session IS NULL"
-    "     AND h.expires_at OPERATOR(pg_catalog.>) $2" CALLER_ACTS_FOR_HOLDER
-    "  RETURNING h.owner, h.role),"
-    " cleared AS ("
-    "  UPDATE lease.leases AS l SET expires_at = $2"
-    "   WHERE l.name OPERATOR(pg_catalog.=) $3"
-    "     AND EXISTS (SELECT FROM ended)"
-    "     AND l.owner IS NULL"
-    "     AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-    "     AND NOT EXISTS (SELECT FROM lease.holders AS o"
-    "                      WHERE o.name OPERATOR(pg_catalog.=) $3 AND o.token OPERATOR(pg_catalog.<>) $1))"
-    " SELECT owner, role FROM ended",
+    "DELETE FROM lease.holders AS h"
+    " WHERE h.token OPERATOR(pg_catalog.=) $1"
+    "   AND h.name OPERATOR(pg_catalog.=) $3"
+    "   AND h.session IS NULL"
+    "   AND h.expires_at OPERATOR(pg_catalog.>) $2" CALLER_ACTS_FOR_HOLDER
+    " RETURNING h.owner, h.role",
     5,
     {INT8OID, TIMESTAMPTZOID, TEXTOID, REGROLEOID, BOOLOID}};
+
+namespace {
+
+// Whether name has a holder other than token, as lease.holders stands now
+// (committed, or this transaction's): read through its index on name
+// directly, as the fence reads a lease. A release in flight elsewhere still
+// counts, and leaves the mark to the next grant.
+bool other_holders(const text* name, int64 token)
+{
+    const Relation holders = table_open(lease_relations().oids[rel_holders], AccessShareLock);
+    Oid by_name = InvalidOid;
+    List* indexes = RelationGetIndexList(holders);
+    ListCell* cell;
+    foreach (cell, indexes) {
+        const Relation index = index_open(lfirst_oid(cell), AccessShareLock);
+        if (index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == holders_column_name &&
+            heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
+            index->rd_rel->relam == BTREE_AM_OID)
+            by_name = RelationGetRelid(index);
+        index_close(index, AccessShareLock);
+    }
+    list_free(indexes);
+    ScanKeyData key;
+    ScanKeyEntryInitialize(&key, 0, holders_column_name, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(RelationGetDescr(holders), holders_column_name - 1)->attcollation, F_TEXTEQ,
+                           PointerGetDatum(name));
+    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    SysScanDesc scan = systable_beginscan(holders, by_name, OidIsValid(by_name), snapshot, 1, &key);
+    bool found = false;
+    for (HeapTuple row = systable_getnext(scan); HeapTupleIsValid(row) && !found; row = systable_getnext(scan)) {
+        bool isnull;
+        found = DatumGetInt64(heap_getattr(row, holders_column_token, RelationGetDescr(holders), &isnull)) != token;
+    }
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    table_close(holders, NoLock);
+    return found;
+}
+
+}  // namespace
 
 bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,
                           Oid* role)
@@ -217,6 +245,8 @@ bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid ca
         *role = DatumGetObjectId(result_value(0, 2, &isnull));
     }
     finish_as_caller(caller_identity);
+    if (released && !other_holders(name, token))
+        store_unmark(name, now);
     return released;
 }
 
@@ -226,27 +256,15 @@ constexpr StoredQuery query_holder_end = {
     1,
     {INT8OID}};
 
-// clear_mark($1 name, $2 now): the name is free once its last holder is gone.
-constexpr StoredQuery query_clear_mark = {
-    "UPDATE lease.leases AS l SET expires_at = $2"
-    " WHERE l.name OPERATOR(pg_catalog.=) $1"
-    "   AND l.owner IS NULL"
-    "   AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-    "   AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) $1)",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
-
 bool store_holder_end(const text* name, int64 token, TimestampTz now)
 {
     Datum values[1] = {Int64GetDatum(token)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_holder_end, values, nullptr, false);
     const bool ended = SPI_processed == 1;
-    if (ended) {
-        Datum clear[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
-        run(query_clear_mark, clear, nullptr, false);
-    }
     finish_as_caller(caller);
+    if (ended && !other_holders(name, token))
+        store_unmark(name, now);
     return ended;
 }
 

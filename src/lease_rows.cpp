@@ -152,6 +152,51 @@ DirectChange change_directly(const text* name, const ItemPointerData& version_re
 
 }  // namespace
 
+namespace {
+
+// The mark of a name whose holders are in lease.holders (semaphore permits,
+// shared grants): no owner, the name's latest token, expires_at 'infinity'.
+struct Mark {
+    const Interval* ttl;
+    TimestampTz now;
+    Oid role;
+    int64 token;
+};
+
+RowVersion mark_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    Mark& mark = *static_cast<Mark*>(context);
+    if (mark.token == 0)
+        mark.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
+    ColumnChanges changes = column_changes(columns);
+    changes.set_null(leases_column_owner);
+    changes.set(leases_column_token, Int64GetDatum(mark.token));
+    changes.set(leases_column_ttl, PointerGetDatum(mark.ttl));
+    changes.set(leases_column_acquired_at, TimestampTzGetDatum(mark.now));
+    changes.set(leases_column_renewed_at, TimestampTzGetDatum(mark.now));
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(DT_NOEND));
+    changes.set(leases_column_role, ObjectIdGetDatum(mark.role));
+    changes.set_null(leases_column_session);
+    return changes.applied_to(row, columns);
+}
+
+// The end of the mark, once the name's last holder is gone: free since now.
+RowVersion unmark_row(HeapTuple row, TupleDesc columns, void* context)
+{
+    const TimestampTz now = *static_cast<const TimestampTz*>(context);
+    bool free;
+    (void) heap_getattr(row, leases_column_owner, columns, &free);
+    bool isnull;
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
+    if (!free || expires_at != DT_NOEND)
+        return RowVersion{nullptr, nullptr};
+    ColumnChanges changes = column_changes(columns);
+    changes.set(leases_column_expires_at, TimestampTzGetDatum(now));
+    return changes.applied_to(row, columns);
+}
+
+}  // namespace
+
 // Queries named *_v11 serve a catalog not yet updated to 1.2 (no role or
 // session columns).
 
@@ -330,6 +375,69 @@ bool store_release(const text* name, const ItemPointerData& version_read, int64 
 bool store_expire(const text* name, const ItemPointerData& version_read, int64 token, TimestampTz now)
 {
     return end_grant(name, version_read, token, now);
+}
+
+// mark($1 name, $2 ttl, $3 now, $4 role), for a lease.leases the direct
+// writer leaves to SQL.
+constexpr StoredQuery query_mark = {
+    "UPDATE lease.leases"
+    "   SET owner = NULL,"
+    "       token = pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "       ttl = $2, acquired_at = $3, renewed_at = $3,"
+    "       expires_at = 'infinity'::pg_catalog.timestamptz, role = $4, session = NULL"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    " RETURNING token",
+    4,
+    {TEXTOID, INTERVALOID, TIMESTAMPTZOID, REGROLEOID}};
+
+// create_marked(as mark): a new name's row, marked.
+constexpr StoredQuery query_create_marked = {
+    "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
+    " SELECT $1, NULL, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
+    "        $2, $3, $3, 'infinity'::pg_catalog.timestamptz, $4, NULL"
+    "  WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) $1)"
+    " RETURNING token",
+    4,
+    {TEXTOID, INTERVALOID, TIMESTAMPTZOID, REGROLEOID}};
+
+int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role)
+{
+    Mark mark = {ttl, now, role, 0};
+    const DirectChange direct = change_directly(name, version_read, mark_row, &mark);
+    if (direct == DirectChange::changed)
+        return mark.token;
+    Datum values[4] = {PointerGetDatum(name), PointerGetDatum(ttl), TimestampTzGetDatum(now), ObjectIdGetDatum(role)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    if (direct == DirectChange::through_sql)
+        run(query_mark, values, nullptr, false);
+    if (direct == DirectChange::declined || SPI_processed == 0)
+        run(query_create_marked, values, nullptr, false);
+    if (SPI_processed != 1)
+        elog(ERROR, "lease: the mark of \"%s\" wrote no row", text_to_cstring(name));
+    const int64 token = first_int8();
+    finish_as_caller(caller);
+    return token;
+}
+
+// unmark($1 name, $2 now)
+constexpr StoredQuery query_unmark = {
+    "UPDATE lease.leases SET expires_at = $2"
+    " WHERE name OPERATOR(pg_catalog.=) $1"
+    "   AND owner IS NULL"
+    "   AND expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
+    2,
+    {TEXTOID, TIMESTAMPTZOID}};
+
+void store_unmark(const text* name, TimestampTz now)
+{
+    TimestampTz at = now;
+    const ItemPointerData look_up = {};
+    if (change_directly(name, look_up, unmark_row, &at) != DirectChange::through_sql)
+        return;
+    Datum values[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_unmark, values, nullptr, false);
+    finish_as_caller(caller);
 }
 
 // revoke($1 name, $2 now)

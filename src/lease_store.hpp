@@ -83,10 +83,16 @@ inline LeaseState holder_as_lease(const HolderState& holder)
 HolderState* store_holders(const text* name, int* count);
 // The holder with this token, if any.
 bool store_holder(int64 token, HolderState* holder);
-// Writes a new holder (and marks the name's lease row) and returns its token.
-// Call with the name's fence lock held in ExclusiveLock.
-int64 store_holder_grant(const text* name, HolderMode mode, int32 permits, const text* owner, const Interval* ttl,
-                         TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
+// Writes a new holder (and marks the name's lease row, version_read as for
+// store_grant) and returns its token. Call with the name's fence lock held in
+// ExclusiveLock.
+int64 store_holder_grant(const text* name, const ItemPointerData& version_read, HolderMode mode, int32 permits,
+                         const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
+                         int64 session);
+// Marks the name's lease row (creating it if need be) with a new token, which
+// it returns; and ends the mark (free since now) when it is still there.
+int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role);
+void store_unmark(const text* name, TimestampTz now);
 // Extends a live, non-session holder of name that caller (admin: an admin of
 // the extension) acts for, by explicit_expires_at or its ttl; false, changing
 // nothing, otherwise.
