@@ -544,7 +544,7 @@ recipe_config() {
     [ "$FULL" = 1 ] && writes=12
     local stop=$WORK/config-readers.stop
     for ((i = 1; i <= readers; i++)); do
-        $PYTHON "$RECIPES/config_rw.py" reader "reader-$i" --read-ms 150 --stop-file "$stop" >"$WORK/config-reader-$i.log" 2>&1 &
+        $PYTHON "$RECIPES/config_rw.py" reader "reader-$i" --read-ms 300 --stop-file "$stop" >"$WORK/config-reader-$i.log" 2>&1 &
         pids+=("$!")
         BG_PIDS+=("$!")
     done
@@ -651,7 +651,7 @@ recipe_transfer() {
         ALTER TABLE transfers ENABLE TRIGGER transfers_fence;" >/dev/null
     local i pids=() started=$SECONDS killed=''
     start_transferer() {   # start_transferer I: transfers I, I + processes, ...
-        $PYTHON "$RECIPES/transfer.py" "teller-$1" $(seq "$((1 + $1))" "$processes" "$transfers") --ttl 1 --work-ms 20 \
+        $PYTHON "$RECIPES/transfer.py" "teller-$1" $(seq "$((1 + $1))" "$processes" "$transfers") --ttl 2 --work-ms 20 \
             >>"$WORK/teller-$1.log" 2>&1 &
         pids[$1]=$!
         BG_PIDS+=("$!")
@@ -676,7 +676,7 @@ recipe_transfer() {
     done
     local seconds=$((SECONDS - started))
 
-    local total settled both_ways bad_balances deadlocks
+    local total settled both_ways bad_balances deadlocks expired fenced
     total=$(sql -c "SELECT sum(balance) FROM accounts")
     read -r settled wrong_postings <<<"$(sql -F ' ' -c "SELECT count(*) FILTER (WHERE status IS NOT NULL),
             count(*) FILTER (WHERE (SELECT count(*) FROM postings p WHERE p.transfer = t.id) <> CASE status WHEN 'done' THEN 2 ELSE 0 END)
@@ -686,13 +686,17 @@ recipe_transfer() {
     both_ways=$(sql -c "SELECT count(*) FROM (SELECT DISTINCT src, dst FROM transfers) a JOIN (SELECT DISTINCT src, dst FROM transfers) b
                           ON a.src = b.dst AND a.dst = b.src AND a.src < a.dst")
     deadlocks=$(grep -c -E '40P01|deadlock detected' "$CLUSTER_DIR/server.log")
+    # Nor a wait that only an expiry ended: the only leases that expired are
+    # the killed teller's, and no transfer lost its leases.
+    expired=$(sql -c "SELECT count(*) FROM lease.history WHERE event = 'expired' AND owner IS DISTINCT FROM '$killed'")
+    fenced=$(cat "$WORK"/teller-*.log | grep -c '^fenced ')
     [ "$total" -eq $((accounts * 1000)) ] && [ "$bad_balances" -eq 0 ] && [ "$settled" -eq "$transfers" ] &&
         [ "$wrong_postings" -eq 0 ] && [ "$both_ways" -ge 1 ] && [ "$unexpected" -eq 0 ] && ! grep -q Traceback "$WORK"/teller-*.log
     report $? "transfers: $transfers transfers in both directions over $accounts accounts by $processes processes (one SIGKILLed and restarted): money conserved, every transfer settled once" \
         "total $total (expected $((accounts * 1000))), accounts off their postings $bad_balances, settled $settled of $transfers, transfers with wrong postings $wrong_postings, pairs asked both ways $both_ways, unexpected exits $unexpected, killed $killed; $(grep -h Traceback -A6 "$WORK"/teller-*.log | head -8)"
-    [ "$deadlocks" -eq 0 ]
-    report $? "transfers: both accounts taken at once in either order, never a deadlock (no 40P01 in the server log)" \
-        "$(grep -E '40P01|deadlock detected' -A3 "$CLUSTER_DIR/server.log" | head -8)"
+    [ "$deadlocks" -eq 0 ] && [ "$expired" -eq 0 ] && [ "$fenced" -eq 0 ]
+    report $? "transfers: both accounts taken at once in either order, never a deadlock (no 40P01 in the server log, no wait ended by an expiry)" \
+        "leases of live tellers that expired $expired, fenced transfers $fenced; $(grep -E '40P01|deadlock detected' -A3 "$CLUSTER_DIR/server.log" | head -8)"
     echo "# transfer recipe: $transfers transfers in $seconds s, $(cat "$WORK"/teller-*.log | grep -c '^declined ') declined, $(cat "$WORK"/teller-*.log | grep -c '^skipped ') skipped after the restart"
     unset PGDATABASE
 }
@@ -704,7 +708,9 @@ recipe_announce() {
     createdb recipe_announce
     export PGDATABASE=recipe_announce
     sql -c 'CREATE EXTENSION lease' >/dev/null
-    local ttl=2 node first second first_addr second_addr
+    # TTL 4 s: a handover the observer only learns at the old lease's expiry
+    # would take seconds, not the fraction of a second an event takes.
+    local ttl=4 node first second first_addr second_addr
     $PYTHON "$RECIPES/announce.py" observe observer --ttl "$ttl" >"$WORK/announce.observer.log" 2>&1 &
     local observer=$!
     BG_PIDS+=("$observer")
@@ -777,7 +783,7 @@ recipe_announce() {
     handover_ms=$(($(now_ms) - released_at))
     wait "${candidate[$other]}"
     local rc=$?
-    back && [ "$rc" -eq 0 ] && grep -q '^released ' "$WORK/announce.$other.log" && [ "$handover_ms" -lt $((ttl * 1000)) ] &&
+    back && [ "$rc" -eq 0 ] && grep -q '^released ' "$WORK/announce.$other.log" && [ "$handover_ms" -lt $((ttl * 1000 / 2)) ] &&
         ! grep -q Traceback "$WORK"/announce.*.log
     report $? "leader address: a leader that shuts down releases; the waiting candidate leads and publishes within ${handover_ms} ms, and the observer follows" \
         "exit $rc; lease.leader: $(leader_row | paste -sd';' -); observer: $(tail -3 "$WORK/announce.observer.log" | paste -sd' ' -); $(grep -h Traceback -A5 "$WORK"/announce.*.log | head -6)"
