@@ -13,11 +13,26 @@
 #      offsets only move forward, and paused consumers' writes were fenced off;
 #   3. leader election (leader.py): one leader among 3 processes at a time, a
 #      released lease is taken over at once (LISTEN), a paused leader's lease
-#      after its TTL, the old leader's writes are fenced.
+#      after its TTL, the old leader's writes are fenced;
+#   4. bounded parallel export (exporter.py): jobs through 6 exporters and a
+#      semaphore of 3 permits, one exporter SIGSTOPped past its TTL: every job
+#      once, never more than 3 at once (from the rows and from lease.history),
+#      the stalled exporter's writes fenced off;
+#   5. readers and a writer on a config (config_rw.py): readers reading key by
+#      key under shared grants, writers arriving into the stream: no read sees
+#      two versions, writers are not starved and go ahead of later readers;
+#   6. transfers with lease_acquire_all (transfer.py): both directions over 4
+#      accounts, one teller SIGKILLed and restarted: money conserved, every
+#      transfer settled once, no deadlock;
+#   7. leader election with a published address (announce.py): lease_set_value,
+#      lease.leader() and an observer on lease_events through a stall, a
+#      refused publication and a release.
 #
 # Usage: test/recipes/run.sh [--full]
-#   default: 20,000 messages (2-3 minutes in all on a loaded 2-core machine);
-#   --full: 100,000 messages (about 3 more minutes).
+#   default: 20,000 messages (2-3 minutes in all on a loaded 2-core machine;
+#   recipes 4-7 together about 35 s);
+#   --full: 100,000 messages (about 3 more minutes), and more exports, config
+#   writes and transfers (about a minute more).
 #   RECIPES_MESSAGES=N overrides the count.
 # Installs python3-psycopg if missing. Needs pg_lease with --idempotency-key
 # (PG_LEASE overrides the path, default PostgreSQL's bindir).
