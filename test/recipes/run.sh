@@ -450,6 +450,9 @@ recipe_leader() {
 
 # --- 4. bounded parallel export ---------------------------------------------------
 
+# Seen to fail: without the fence trigger on export_rows (the stalled exporter's
+# write passes; 4 at once from the writes), and with an exporter that asks for
+# one permit more than the cap (4 at once from the writes and from history).
 recipe_export() {
 
     createdb recipe_export
@@ -496,14 +499,14 @@ recipe_export() {
     local seconds=$((SECONDS - started))
 
     # Every job exported once: one done row, and all of its parts under that permit's token.
-    local done complete
-    done=$(sql -c "SELECT count(DISTINCT job) || '/' || count(*) FROM export_done")
+    local exported complete
+    exported=$(sql -c "SELECT count(DISTINCT job) || '/' || count(*) FROM export_done")
     complete=$(sql -c "SELECT count(*) FROM export_done d
                         WHERE (SELECT count(DISTINCT part) FROM export_rows r WHERE r.job = d.job AND r.fence_token = d.fence_token) = $parts")
-    [ "$done" = "$EXPORT_JOBS/$EXPORT_JOBS" ] && [ "$complete" -eq "$EXPORT_JOBS" ] && [ "$unexpected" -eq 0 ] &&
+    [ "$exported" = "$EXPORT_JOBS/$EXPORT_JOBS" ] && [ "$complete" -eq "$EXPORT_JOBS" ] && [ "$unexpected" -eq 0 ] &&
         ! grep -q Traceback "$WORK"/exporter-*.log
     report $? "bounded export: $EXPORT_JOBS jobs through $exporters exporter processes with a semaphore of $permits permits: every job exported once, in full" \
-        "done jobs/rows $done, complete $complete, unexpected exits $unexpected; $(grep -h Traceback -A5 "$WORK"/exporter-*.log | head -8)"
+        "done jobs/rows $exported, complete $complete, unexpected exits $unexpected; $(grep -h Traceback -A5 "$WORK"/exporter-*.log | head -8)"
 
     # The cap, from the writes: at any moment at most $permits permits had written
     # before it and wrote again after it; and from lease.history: at most
@@ -534,6 +537,9 @@ recipe_export() {
 
 # --- 5. readers and a writer on a config ------------------------------------------
 
+# Seen to fail: with readers that read without the shared grant (reads with two
+# versions; no writer ever waits), and without the writers-only trigger (a
+# reader's shared token writes the config).
 recipe_config() {
 
     createdb recipe_config
@@ -569,7 +575,7 @@ recipe_config() {
     poll_until 20 reads_going
     # Writers arrive one after another into the stream of readers. While one
     # waits, lease.waiters shows it ahead of every reader that asked after it.
-    local order_violations=0 seen_waiting=0 w
+    local order_violations=0 seen_waiting=0 w waiting bad
     for ((v = 1; v <= writes; v++)); do
         $PYTHON "$RECIPES/config_rw.py" writer "writer-$v" --version "$v" --write-ms 150 >"$WORK/config-writer-$v.log" 2>&1 &
         w=$!
@@ -635,6 +641,10 @@ SQL
 
 # --- 6. transfers between accounts --------------------------------------------------
 
+# Seen to fail: taking the accounts one at a time in the transfer's order (waits
+# in a cycle end only by expiries, transfers fenced), without the done-before
+# check (a restarted teller settles transfers twice), and with only the source
+# account's lease and no fence on accounts (money lost).
 recipe_transfer() {
 
     createdb recipe_transfer
@@ -718,6 +728,9 @@ recipe_transfer() {
 
 # --- 7. leader election with a published address ----------------------------------
 
+# Seen to fail: with an observer that does not LISTEN (the handover is observed
+# only at the old lease's expiry), and with a candidate that ignores a false
+# lease_set_value (no "refused").
 recipe_announce() {
 
     createdb recipe_announce
@@ -790,8 +803,8 @@ recipe_announce() {
     released_at=$(now_ms)
     kill -TERM "${candidate[$other]}"
     back() {
-        local owner token addr
-        read -r owner token addr <<<"$(leader_row)"
+        local owner addr
+        read -r owner _ addr <<<"$(leader_row)"
         [ "$owner" = "$first" ] && [ "$addr" = "$first_addr" ] && observed "$first" "$first_addr"
     }
     poll_until 20 back
