@@ -198,5 +198,23 @@ SELECT count(*) AS values_before FROM lease.lease_values;
 SELECT lease.prune('0') > 0 AS pruned;
 SELECT count(*) AS values_after FROM lease.lease_values WHERE name NOT IN (SELECT name FROM lease.leases);
 
+-- 13. A holder is written as an INSERT would write it: a DBA's CHECK on
+-- lease.holders holds, and a column a DBA adds gets its default.
+ALTER TABLE lease.holders ADD CONSTRAINT no_evil CHECK (owner <> 'evil');
+\set VERBOSITY terse
+SELECT lease.semaphore_acquire('checked', 'evil', 1);
+\set VERBOSITY default
+SELECT lease.semaphore_acquire('checked', 'good', 1) IS NOT NULL AS good_granted;
+ALTER TABLE lease.holders DROP CONSTRAINT no_evil;
+ALTER TABLE lease.holders ADD COLUMN note text DEFAULT 'dba';
+SELECT lease.lease_acquire_shared('noted', 'reader') IS NOT NULL AS shared_granted;
+SELECT note FROM lease.holders WHERE name = 'noted';
+ALTER TABLE lease.holders DROP COLUMN note;
+SELECT lease.lease_acquire_shared('noted', 'reader-2') IS NOT NULL AS shared_granted;
+SELECT count(*) AS holders FROM lease.holders WHERE name = 'noted';
+-- Two acquires in one statement see each other: one permit, one holder.
+SELECT lease.semaphore_acquire('single', 'a', 1) IS NOT NULL AS a_granted,
+       lease.semaphore_acquire('single', 'b', 1) IS NOT NULL AS b_granted;
+
 DROP TABLE export_rows;
 DROP EXTENSION lease;

@@ -41,7 +41,7 @@ void store_history(const char* event, TimestampTz at, const text* name, int64 to
     memcpy(row->tts_values, values, sizeof(values));
     memcpy(row->tts_isnull, nulls, sizeof(nulls));
     ExecStoreVirtualTuple(row);
-
+    require_not_null(history, row);
     simple_table_tuple_insert(history, row);
     add_index_entries(history, row, nullptr, false);
     ExecDropSingleTupleTableSlot(row);

@@ -20,6 +20,13 @@ constexpr ColumnShape history_shape[] = {
     {"at", TIMESTAMPTZOID, true}, {"event", TEXTOID, true}, {"name", TEXTOID, false}, {"token", INT8OID, false},
     {"owner", TEXTOID, false},    {"session", INT8OID, false}, {"role", REGROLEOID, false}};
 static_assert(lengthof(history_shape) == history_columns);
+constexpr ColumnShape holders_shape[] = {
+    {"token", INT8OID, true},        {"name", TEXTOID, true},        {"mode", TEXTOID, true},
+    {"permits", INT4OID, false},     {"owner", TEXTOID, true},       {"ttl", INTERVALOID, true},
+    {"acquired_at", TIMESTAMPTZOID, true}, {"renewed_at", TIMESTAMPTZOID, true},
+    {"expires_at", TIMESTAMPTZOID, true},  {"role", REGROLEOID, true}, {"session", INT8OID, false},
+    {"value", JSONBOID, false}};
+static_assert(lengthof(holders_shape) == holders_columns);
 
 // Whether the extension's direct writer behaves on table exactly as the SQL
 // statement it replaces would: the table has the columns its script gave it
@@ -98,9 +105,10 @@ Relation open_for_direct_write(Relation_ which)
     const Relation table = table_open(lease_relations().oids[which], RowExclusiveLock);
     const DirectWrites decision = direct_writes(which);
     if (decision == DirectWrites::undecided) {
-        const bool allowed = which == rel_leases
-                                 ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
-                                 : shape_allows_direct_writes(table, history_shape, lengthof(history_shape), false);
+        const bool allowed =
+            which == rel_leases    ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
+            : which == rel_history ? shape_allows_direct_writes(table, history_shape, lengthof(history_shape), false)
+                                   : shape_allows_direct_writes(table, holders_shape, lengthof(holders_shape), false);
         // table_open() may have processed invalidations that forgot the
         // relations (and so the decision) before it was made: it stands
         // until the next one.
@@ -119,6 +127,18 @@ Relation open_for_direct_write(Relation_ which)
     PreventCommandIfReadOnly(which == rel_leases ? "UPDATE" : "INSERT");
     CheckCmdReplicaIdentity(table, which == rel_leases ? CMD_UPDATE : CMD_INSERT);
     return table;
+}
+
+void require_not_null(Relation table, TupleTableSlot* slot)
+{
+    const TupleDesc columns = RelationGetDescr(table);
+    for (int c = 0; c < columns->natts; ++c) {
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        if (column->attnotnull && !column->attisdropped && slot->tts_isnull[c])
+            ereport(ERROR, (errcode(ERRCODE_NOT_NULL_VIOLATION),
+                            errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+                                   NameStr(column->attname), RelationGetRelationName(table))));
+    }
 }
 
 void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)

@@ -1,5 +1,5 @@
 // The direct row writer: changes of lease.leases and inserts into
-// lease.history written straight into the heap and its indexes, as the SQL
+// lease.history and lease.holders written straight into the heap and its indexes, as the SQL
 // statements they replace would write them, without an executor. Internal to
 // the store (lease_store.hpp is its interface). PostgreSQL-facing.
 #pragma once
@@ -22,6 +22,9 @@ constexpr AttrNumber leases_column_session = 9;
 // How many columns lease.history has, as the extension scripts create it: a
 // direct insert sets them all.
 constexpr int history_columns = 7;
+// How many columns lease.holders has, as the extension scripts create it: a
+// holder is inserted directly, with them all.
+constexpr int holders_columns = 12;
 
 // Opens one of the extension's tables for a direct write and returns it, or
 // nullptr when the write must go through SQL (lease.force_sql_path, or a
@@ -38,6 +41,11 @@ Relation open_for_direct_write(Relation_ which);
 // lets a btree delete the versions it supersedes bottom-up instead of
 // splitting a page.
 void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update);
+
+// Raises 23502, as the executor's ExecConstraints would, when a row to be
+// inserted directly has NULL in a NOT NULL column (the shape check leaves
+// only the script's NOT NULL columns, which the writer always fills).
+void require_not_null(Relation table, TupleTableSlot* slot);
 
 // A row version a change makes, and the columns it sets (as
 // add_index_entries takes them).

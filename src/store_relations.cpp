@@ -26,7 +26,7 @@ void forget_relations(Datum, Oid relid)
 
 int direct_writes_slot(Relation_ which)
 {
-    return which == rel_leases ? 0 : 1;
+    return which == rel_leases ? 0 : which == rel_history ? 1 : 2;
 }
 
 }  // namespace

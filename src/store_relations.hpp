@@ -34,7 +34,7 @@ struct LeaseRelations {
     Oid oids[rel_count];
     Oid leases_owner;
     bool complete;
-    DirectWrites direct[2];  // lease.leases, lease.history
+    DirectWrites direct[3];  // lease.leases, lease.history, lease.holders
 };
 
 const LeaseRelations& lease_relations();
@@ -42,7 +42,8 @@ const LeaseRelations& lease_relations();
 // Whether lease.force_sql_path is on.
 bool sql_path_forced();
 
-// The decision on direct writes of which (lease.leases or lease.history),
+// The decision on direct writes of which (lease.leases, lease.history or
+// lease.holders),
 // as last recorded.
 DirectWrites direct_writes(Relation_ which);
 void record_direct_writes(Relation_ which, bool allowed);

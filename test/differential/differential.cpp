@@ -9,6 +9,7 @@
 // both: transactions at every isolation level, read-only ones, every
 // state-changing call (shared grants and semaphore permits among them), fenced writes, DBA changes to lease.leases (CHECK and
 // NOT NULL constraints, added and dropped columns, a stored generated column,
+// a CHECK constraint and a column on lease.holders,
 // a unique index, a publication without a replica identity) and killed
 // backends. A statement that would wait for another connection's transaction
 // ends with lock_timeout (55P03) on both sides, so every step's outcome is
@@ -227,6 +228,10 @@ public:
                 "ALTER TABLE lease.leases REPLICA IDENTITY DEFAULT",
                 "CREATE PUBLICATION leases_out FOR TABLE lease.leases",
                 "DROP PUBLICATION IF EXISTS leases_out",
+                "ALTER TABLE lease.holders ADD CONSTRAINT no_forbidden_holder CHECK (owner <> 'forbidden') NOT VALID",
+                "ALTER TABLE lease.holders DROP CONSTRAINT IF EXISTS no_forbidden_holder",
+                "ALTER TABLE lease.holders ADD COLUMN IF NOT EXISTS note text DEFAULT 'dba'",
+                "ALTER TABLE lease.holders DROP COLUMN IF EXISTS note",
             };
             step.sql = changes[pick(sizeof changes / sizeof changes[0])];
             step.kind = "ddl";
