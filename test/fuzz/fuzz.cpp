@@ -446,7 +446,8 @@ private:
     void mismatch(const std::string& what, const std::string& got, const Expect& expect)
     {
         ++mismatches_;
-        if (mismatch_list_.size() < 15)
+        ++mismatches_by_call_[what.substr(0, what.find('('))];
+        if (mismatch_list_.size() < 40)
             mismatch_list_.push_back(what + ": got " + got + ", expected " + expect_text(expect));
     }
 
@@ -1944,6 +1945,7 @@ private:
     bool last_committed_ = false;
     std::string last_state_;
     std::map<std::string, long> coverage_;
+    std::map<std::string, long> mismatches_by_call_;
 
     // ---- phases ----------------------------------------------------------------
     void sequential_phase()
@@ -2039,6 +2041,9 @@ private:
                      "never reached: " + missing);
 
         std::string list;
+        for (const auto& [fn, n] : mismatches_by_call_)
+            list += (list.empty() ? "by call: " : ", ") + fn + " " + std::to_string(n);
+        list += list.empty() ? "" : "\nfirst ones:\n";
         for (const std::string& m : mismatch_list_)
             list += m + "\n";
         report.check(mismatches_ == 0, "every one of " + std::to_string(calls_) +
