@@ -92,6 +92,9 @@
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include <csignal>
+#include <sys/types.h>
 #include <vector>
 
 namespace {
@@ -118,6 +121,7 @@ struct Options {
     std::string restart_cmd;
     int kill_min_ms = 300;
     int kill_max_ms = 1500;
+    int freeze_every_ms = 0;  // 0: no backend is SIGSTOPped
     int revoke_min_ms = 2000;
     int revoke_max_ms = 5000;
     unsigned long long seed = 0;
@@ -914,6 +918,59 @@ public:
     }
 
     long kills = 0, kills_in_transaction = 0, revokes = 0, revoke_timeouts = 0;
+    long freezes = 0, freezes_in_transaction = 0, freeze_failures = 0;
+
+    // From a thread of its own, every --freeze-every ms or so: SIGSTOPs the
+    // backend of a semaphore or shared/exclusive worker (of any worker when
+    // there are none), preferring one inside a write transaction, for longer
+    // than the longest ttl, then SIGCONTs it. The holder stalls on the
+    // server side, with whatever locks it holds -- between its fence check
+    // and its COMMIT, inside an acquire after it read the clock -- and wakes
+    // up a zombie. Needs the server on this machine and the right to signal
+    // its processes (root, or the server's user).
+    void run_freezer(unsigned long long seed)
+    {
+        if (options_.freeze_every_ms <= 0)
+            return;
+        std::mt19937_64 rng(seed);
+        const auto between = [&rng](int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng); };
+        std::string holders;
+        for (int i = options_.workers + 1; i <= options_.workers + options_.sem_workers + options_.rw_workers; ++i)
+            holders += std::string(holders.empty() ? "" : ",") + "chaos-w" + std::to_string(i);
+        std::unique_ptr<Connection> conn;
+        while (sleep_until(Clock::now() + Millis(between(options_.freeze_every_ms / 2, options_.freeze_every_ms * 3 / 2)))) {
+            if (!conn) {
+                conn = std::make_unique<Connection>("application_name=chaos-freezer connect_timeout=5");
+                if (!conn->ok()) {
+                    conn.reset();
+                    continue;
+                }
+            }
+            const Outcome o = conn->execute(
+                "SELECT pid, backend_xid IS NOT NULL FROM pg_catalog.pg_stat_activity"
+                " WHERE application_name LIKE 'chaos-w%' AND pid <> pg_catalog.pg_backend_pid()"
+                " ORDER BY application_name = ANY (pg_catalog.string_to_array($1::text, ',')) DESC,"
+                "          backend_xid IS NOT NULL DESC, pg_catalog.random() LIMIT 1",
+                {holders});
+            if (!o.ok()) {
+                if (is_connection_failure(o))
+                    conn.reset();
+                continue;
+            }
+            if (o.rows() == 0)
+                continue;
+            const pid_t pid = static_cast<pid_t>(std::stol(o.value(0, 0)));
+            if (::kill(pid, SIGSTOP) != 0) {
+                ++freeze_failures;
+                continue;
+            }
+            ++freezes;
+            freezes_in_transaction += o.value(0, 1) == "t";
+            // Not cut short when the run stops: the backend must go on.
+            std::this_thread::sleep_for(Millis(options_.ttl_max_ms * 3 / 2 + 200));
+            ::kill(pid, SIGCONT);
+        }
+    }
     std::vector<TokenSeen> tokens;
 
 private:
@@ -1397,7 +1454,7 @@ int usage()
 {
     std::cerr << "usage: chaos [--setup] [--workers W] [--leases L] [--sem-workers S] [--permits N] [--rw-workers R]\n"
                  "             [--seconds T] [--ttl-min MS] [--ttl-max MS]\n"
-                 "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS]\n"
+                 "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS] [--freeze-every MS]\n"
                  "             [--revoke-min MS] [--revoke-max MS] [--seed S] [--server-log FILE] [--log-dir DIR]\n";
     return 2;
 }
@@ -1437,6 +1494,8 @@ bool parse_options(int argc, char** argv, Options& o)
             o.kill_min_ms = std::stoi(next());
         else if (a == "--kill-max")
             o.kill_max_ms = std::stoi(next());
+        else if (a == "--freeze-every")
+            o.freeze_every_ms = std::stoi(next());
         else if (a == "--revoke-min")
             o.revoke_min_ms = std::stoi(next());
         else if (a == "--revoke-max")
@@ -1926,13 +1985,17 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
             after_last += !t.owner.empty() && (restarts.empty() || t.sent > restarts.back().end);
         const bool ok = static_cast<int>(restarts.size()) == options.restarts && failed_restarts == 0 &&
                         chaos.kills > 0 && f.zombies + f.stalled_zombies > 0 && f.rows_acked > 0 &&
-                        (restarts.empty() || after_last > 0);
+                        (restarts.empty() || after_last > 0) &&
+                        (options.freeze_every_ms <= 0 || (chaos.freezes > 0 && chaos.freeze_failures == 0));
         report.check(ok, "faults injected: " + std::to_string(restarts.size()) + " immediate restarts, " +
                              std::to_string(chaos.kills) + " backends terminated, " +
+                             std::to_string(chaos.freezes) + " backends SIGSTOPped past the longest ttl (" +
+                             std::to_string(chaos.freezes_in_transaction) + " inside a write transaction), " +
                              std::to_string(f.zombies + f.stalled_zombies) +
                              " zombies; workers reconnected and went on granting (" + std::to_string(after_last) +
                              " grants after the last restart)",
-                     "failed restart commands: " + std::to_string(failed_restarts));
+                     "failed restart commands: " + std::to_string(failed_restarts) +
+                         "; SIGSTOPs refused: " + std::to_string(chaos.freeze_failures));
     }
     // 17. No unexpected error.
     {
@@ -2062,6 +2125,8 @@ int main(int argc, char** argv)
         for (auto& w : workers)
             threads.emplace_back([&w] { w->run(); });
         threads.emplace_back([&chaos] { chaos.run(); });
+        const unsigned long long freezer_seed = seeds();
+        threads.emplace_back([&chaos, freezer_seed] { chaos.run_freezer(freezer_seed); });
 
         std::vector<Restart> restarts;
         for (int k = 1; k <= options.restarts; ++k) {
