@@ -1061,6 +1061,15 @@ private:
     // The oracle reads the name's state from the observer before each call.
     const std::vector<std::string> holder_names_ = {"fz:sem1", "fz:sem2", "fz:sh1", "fz:sh2"};
     const std::vector<std::string> all_names_ = {"fz:all1", "fz:all2", "fz:all3", "fz:sh2"};
+    const std::vector<std::string> session_all_names_ = {"fz:sall1", "fz:sall2", "fz:sall3"};
+
+    Text clean_holder_name()
+    {
+        return {holder_names_[pick(static_cast<int>(holder_names_.size()))], Kind::valid, "holder pool"};
+    }
+    Text clean_owner() { return {"fz-owner-" + std::to_string(pick(4)), Kind::valid, "owner"}; }
+    Interval clean_ttl() { return {std::string("1 hour"), Interval::positive, ""}; }
+    Interval clean_wait() { return {std::string(chance(80) ? "0" : "1 ms"), Interval::positive, ""}; }
 
     // The hostile names that are valid get variants of their own (same
     // lengths): holders on the names the calls above use would change
@@ -1265,10 +1274,18 @@ private:
     void fuzz_semaphore()
     {
         const bool in_session = chance(25);
-        const Session sess = session();
-        const Text name = holder_identifier(), owner = identifier();
-        const Permits p = permits();
-        const Interval ttl = holder_ttl(), wait = wait_interval();
+        Session sess = session();
+        // Two calls in five have every argument valid, so that grants and
+        // full semaphores are reached, not only the first bad argument.
+        const bool clean = chance(40);
+        const Text name = clean ? clean_holder_name() : holder_identifier(), owner = clean ? clean_owner() : identifier();
+        Permits p = clean ? Permits{std::string(chance(50) ? "1" : "2"), Permits::valid} : permits();
+        // fz:sem1 is mostly a semaphore of one permit: full once taken.
+        if (name.value == std::optional<std::string>("fz:sem1") && p.kind == Permits::valid && chance(80))
+            p.value = "1";
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
         Connection& conn = actor();
         std::set<std::string> input;
         for (const Text* t : {&name, &owner})
@@ -1336,9 +1353,12 @@ private:
     void fuzz_shared()
     {
         const bool in_session = chance(25);
-        const Session sess = session();
-        const Text name = holder_identifier(), owner = identifier();
-        const Interval ttl = holder_ttl(), wait = wait_interval();
+        Session sess = session();
+        const bool clean = chance(40);
+        const Text name = clean ? clean_holder_name() : holder_identifier(), owner = clean ? clean_owner() : identifier();
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
         Connection& conn = actor();
         std::set<std::string> input;
         for (const Text* t : {&name, &owner})
@@ -1429,10 +1449,12 @@ private:
         const int n = 1 + pick(3);
         std::set<std::string> seen;
         for (int i = 0; i < n; ++i) {
-            // Session forms keep off the plain pool: the oracle of the
-            // calls above reads plain grants as lease.leases has them.
+            // Session forms keep off the plain pool (the oracle of the calls
+            // above reads plain grants as lease.leases has them) and mostly
+            // to names of their own (a session's grants last as it does).
             const std::string candidate =
-                chance(60)                 ? all_names_[pick(static_cast<int>(all_names_.size()))]
+                !plain_pool && chance(70) ? session_all_names_[pick(static_cast<int>(session_all_names_.size()))]
+                : chance(60)              ? all_names_[pick(static_cast<int>(all_names_.size()))]
                 : chance(50) || !plain_pool ? holder_names_[pick(static_cast<int>(holder_names_.size()))]
                                             : pool_name();
             if (seen.insert(candidate).second)
@@ -1493,10 +1515,15 @@ private:
     void fuzz_acquire_all()
     {
         const bool in_session = chance(25);
-        const Session sess = session();
-        const Names names = names_array(!in_session);
-        const Text owner = identifier();
-        const Interval ttl = holder_ttl(), wait = wait_interval();
+        Session sess = session();
+        const bool clean = chance(40);
+        Names names = names_array(!in_session);
+        while (clean && (names.error || names.duplicates))
+            names = names_array(!in_session);
+        const Text owner = clean ? clean_owner() : identifier();
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
         Connection& conn = actor();
         std::set<std::string> input;
         if (names.error == std::optional<std::string>("22021"))
@@ -1757,6 +1784,16 @@ private:
         }
         rows = call_checked(conn, what, "SELECT count(*) FROM lease.leader($1::text)", {name.value}, expect,
                             read_only, &succeeded);
+        if (chance(20)) {
+            // lease.waiters only reads, in any transaction; nobody waits here.
+            bool read = false;
+            const std::optional<std::string> waiting =
+                call_checked(conn, std::string("waiters(") + (read_only ? ") read only" : ")"),
+                             "SELECT count(*) FROM lease.waiters WHERE pid <> pg_catalog.pg_backend_pid()", {},
+                             Expect::ok(), read_only, &read);
+            if (read && waiting != std::optional<std::string>("0"))
+                mismatch("lease.waiters", waiting.value_or("NULL") + " rows", Expect{true, {"(0 rows)"}});
+        }
         if (succeeded && due && rows != std::optional<std::string>(std::to_string(*due)))
             mismatch(what, rows.value_or("NULL") + " rows", Expect{true, {"(" + std::to_string(*due) + " rows)"}});
         ++holder_calls_;
@@ -2030,7 +2067,7 @@ private:
             "lease_acquire_all:22021", "session_acquire_all:value", "lease_set_value:t", "lease_set_value:f",
             "lease_set_value:22004", "lease_set_value:22023", "leader:value", "lease_heartbeat:t",
             "lease_heartbeat:f", "lease_release:t", "fenced_write:LF001", "fenced INSERT :LF001",
-            "lease_revoke:value"};
+            "lease_revoke:value", "waiters:value"};
         std::string missing;
         for (const std::string& k : due)
             if (!coverage_.count(k))
