@@ -46,7 +46,10 @@
 // rows), each in its own transaction, aiming at the lease's newest rows (the
 // ones the next holder writes); or a stalled zombie, which pauses the same
 // way *inside* a write transaction that already passed the fence, commits,
-// and then writes as a zombie. A chaos thread terminates worker backends
+// and then writes as a zombie. With --freeze-every, a thread SIGSTOPs the
+// backend of a semaphore or shared/exclusive worker (inside a write
+// transaction when it can) past the longest ttl and then SIGCONTs it: the
+// stall happens on the server side. A chaos thread terminates worker backends
 // (preferring ones inside a transaction) and revokes leases; a restart thread
 // runs --restart-cmd (an immediate shutdown and restart of the server) at
 // evenly spread moments. Workers reconnect and carry on.
