@@ -18,6 +18,25 @@
 // parents with children, written under a grant of its own, that live holders
 // leave alone, so that zombies always find foreign-key actions to try.
 //
+// Beside them, --sem-workers workers take permits of the semaphore chaos:sem
+// (--permits N) and --rw-workers workers take chaos:rw shared
+// (lease_acquire_shared) or, one request in four, exclusive (lease_acquire),
+// waiting in line (wait > 0) half the time and always for exclusive. They
+// heartbeat, release, walk away, turn zombie and stall like the others, and
+// write rows of their name to chaos_ledger (INSERT, UPDATE with and without
+// the token column, DELETE) and, after lease.fenced_write, to chaos_plain, a
+// table no fence sees. Their zombies try those paths with the stale token.
+// These names have several live tokens at once, so their changes go to a log
+// of their own (chaos_mchanges: token, server clock at the write; and
+// chaos_commits: the clock at COMMIT, from a deferred trigger), and their
+// grants to chaos_holds (from lease.history, by its clock). The checker
+// proves from those: at no instant more than N live permits (or an exclusive
+// grant beside any other); every change and commit fell inside its writer's
+// own grant of the name; the tokens whose writes (first change to last
+// commit) overlap in time never number more than N on the semaphore, and no
+// shared token's writes overlap an exclusive one's; zombies were rejected
+// with LF001 and none of their changes is logged.
+//
 // Each grant is a "job" of random length that ends in one of four ways: a
 // release; a walk-away (the worker stops heartbeating, as a crashed worker
 // would); a zombie, which pauses longer than its ttl without heartbeating and
@@ -27,7 +46,10 @@
 // rows), each in its own transaction, aiming at the lease's newest rows (the
 // ones the next holder writes); or a stalled zombie, which pauses the same
 // way *inside* a write transaction that already passed the fence, commits,
-// and then writes as a zombie. A chaos thread terminates worker backends
+// and then writes as a zombie. With --freeze-every, a thread SIGSTOPs the
+// backend of a semaphore or shared/exclusive worker (inside a write
+// transaction when it can) past the longest ttl and then SIGCONTs it: the
+// stall happens on the server side. A chaos thread terminates worker backends
 // (preferring ones inside a transaction) and revokes leases; a restart thread
 // runs --restart-cmd (an immediate shutdown and restart of the server) at
 // evenly spread moments. Workers reconnect and carry on.
@@ -73,6 +95,9 @@
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include <csignal>
+#include <sys/types.h>
 #include <vector>
 
 namespace {
@@ -87,6 +112,9 @@ using pqtest::scalar;
 struct Options {
     int workers = 8;
     int leases = 3;
+    int sem_workers = 0;  // workers on the semaphore chaos:sem
+    int permits = 2;      // its permits
+    int rw_workers = 0;   // workers taking chaos:rw shared or exclusive
     int seconds = 40;
     int ttl_min_ms = 300;
     int ttl_max_ms = 2000;
@@ -96,6 +124,7 @@ struct Options {
     std::string restart_cmd;
     int kill_min_ms = 300;
     int kill_max_ms = 1500;
+    int freeze_every_ms = 0;  // 0: no backend is SIGSTOPped
     int revoke_min_ms = 2000;
     int revoke_max_ms = 5000;
     unsigned long long seed = 0;
@@ -135,7 +164,12 @@ enum class Stmt {
     parent_insert,
     parent_update,        // a new key: ON UPDATE CASCADE into its children
     parent_delete,        // ON DELETE CASCADE, SET NULL or SET DEFAULT, by the parent's kind
+    plain_insert,         // lease.fenced_write, then an INSERT into the unfenced chaos_plain
 };
+
+// Which workers take a path: holders of plain leases, holders of the
+// semaphore and of the shared/exclusive name (multi-holder names), or both.
+constexpr int for_leases = 1, for_holders = 2, for_all = 3;
 
 // How a statement shows its token to the fence.
 enum class Proof {
@@ -153,18 +187,20 @@ struct HonestPath {
     Stmt stmt;
     Proof proof;
     int weight;
+    int kinds;
 };
 const HonestPath honest_paths[] = {
-    {"ledger INSERT, token in the row", Stmt::ledger_insert, Proof::row, 30},
-    {"ledger INSERT, token from lease.fence_token", Stmt::ledger_insert, Proof::setting, 8},
-    {"ledger UPDATE without the token column", Stmt::ledger_update, Proof::setting, 12},
-    {"ledger UPDATE of the token column", Stmt::ledger_update_token, Proof::row, 8},
-    {"ledger DELETE", Stmt::ledger_delete, Proof::setting, 6},
-    {"child INSERT, token in the row", Stmt::child_insert, Proof::row, 7},
-    {"child INSERT, token from lease.fence_token", Stmt::child_insert, Proof::setting, 7},
-    {"parent INSERT", Stmt::parent_insert, Proof::none, 8},
-    {"parent key UPDATE", Stmt::parent_update, Proof::setting, 5},
-    {"parent DELETE", Stmt::parent_delete, Proof::setting, 5},
+    {"ledger INSERT, token in the row", Stmt::ledger_insert, Proof::row, 30, for_all},
+    {"ledger INSERT, token from lease.fence_token", Stmt::ledger_insert, Proof::setting, 8, for_all},
+    {"ledger UPDATE without the token column", Stmt::ledger_update, Proof::setting, 12, for_all},
+    {"ledger UPDATE of the token column", Stmt::ledger_update_token, Proof::row, 8, for_all},
+    {"ledger DELETE", Stmt::ledger_delete, Proof::setting, 6, for_all},
+    {"child INSERT, token in the row", Stmt::child_insert, Proof::row, 7, for_leases},
+    {"child INSERT, token from lease.fence_token", Stmt::child_insert, Proof::setting, 7, for_leases},
+    {"parent INSERT", Stmt::parent_insert, Proof::none, 8, for_leases},
+    {"parent key UPDATE", Stmt::parent_update, Proof::setting, 5, for_leases},
+    {"parent DELETE", Stmt::parent_delete, Proof::setting, 5, for_leases},
+    {"lease.fenced_write, then an unfenced INSERT", Stmt::plain_insert, Proof::row, 10, for_holders},
 };
 constexpr size_t n_honest_paths = std::size(honest_paths);
 
@@ -179,18 +215,21 @@ struct ZombiePath {
     Stmt stmt;
     Proof proof;
     const char* fk;
+    int kinds;
 };
 const ZombiePath zombie_paths[] = {
-    {"INSERT, stale token in the row", Stmt::ledger_insert, Proof::row, nullptr},
-    {"INSERT, stale token in lease.fence_token", Stmt::ledger_insert, Proof::setting, nullptr},
-    {"UPDATE without the token column, stale lease.fence_token", Stmt::ledger_update, Proof::setting, nullptr},
-    {"UPDATE without the token column, no token at all", Stmt::ledger_update, Proof::none, nullptr},
-    {"UPDATE setting the token column to the stale token", Stmt::ledger_update_token, Proof::row, nullptr},
-    {"DELETE, stale lease.fence_token", Stmt::ledger_delete, Proof::setting, nullptr},
-    {"parent key UPDATE -> ON UPDATE CASCADE", Stmt::parent_update, Proof::setting_or_none, nullptr},
-    {"parent DELETE -> ON DELETE CASCADE", Stmt::parent_delete, Proof::setting_or_none, "p_cascade"},
-    {"parent DELETE -> ON DELETE SET NULL", Stmt::parent_delete, Proof::setting_or_none, "p_null"},
-    {"parent DELETE -> ON DELETE SET DEFAULT", Stmt::parent_delete, Proof::setting_or_none, "p_default"},
+    {"INSERT, stale token in the row", Stmt::ledger_insert, Proof::row, nullptr, for_all},
+    {"INSERT, stale token in lease.fence_token", Stmt::ledger_insert, Proof::setting, nullptr, for_all},
+    {"UPDATE without the token column, stale lease.fence_token", Stmt::ledger_update, Proof::setting, nullptr, for_all},
+    {"UPDATE without the token column, no token at all", Stmt::ledger_update, Proof::none, nullptr, for_all},
+    {"UPDATE setting the token column to the stale token", Stmt::ledger_update_token, Proof::row, nullptr, for_all},
+    {"DELETE, stale lease.fence_token", Stmt::ledger_delete, Proof::setting, nullptr, for_all},
+    {"parent key UPDATE -> ON UPDATE CASCADE", Stmt::parent_update, Proof::setting_or_none, nullptr, for_leases},
+    {"parent DELETE -> ON DELETE CASCADE", Stmt::parent_delete, Proof::setting_or_none, "p_cascade", for_leases},
+    {"parent DELETE -> ON DELETE SET NULL", Stmt::parent_delete, Proof::setting_or_none, "p_null", for_leases},
+    {"parent DELETE -> ON DELETE SET DEFAULT", Stmt::parent_delete, Proof::setting_or_none, "p_default", for_leases},
+    {"lease.fenced_write with the stale token, then an unfenced INSERT", Stmt::plain_insert, Proof::row, nullptr,
+     for_holders},
 };
 constexpr size_t n_zombie_paths = std::size(zombie_paths);
 
@@ -204,6 +243,7 @@ const char* const logged_paths[] = {
     "chaos_child UPDATE by ON DELETE SET NULL",
     "chaos_child UPDATE by ON DELETE SET DEFAULT",
     "chaos_child DELETE by ON DELETE CASCADE",
+    "chaos_plain INSERT",
 };
 
 // Set once before the workers start: the installed build has lease.set_fence_token.
@@ -250,12 +290,16 @@ struct Figures {
          deadlocks = 0;
     long zombies = 0, stalled_zombies = 0, stalled_commits = 0;
     long connection_losses = 0, reconnects = 0;
+    std::map<std::string, long> grants_by_mode;       // lease, semaphore, shared, exclusive
     std::array<long, n_honest_paths> honest_acked{};  // statements in acknowledged transactions
     std::array<ZombieCounts, n_zombie_paths> zombie{};
+    ZombieCounts holder_zombie;  // zombies of semaphore permits and shared/exclusive grants, all paths
 
     void add(const Figures& o)
     {
         grants += o.grants;
+        for (const auto& [mode, n] : o.grants_by_mode)
+            grants_by_mode[mode] += n;
         acquire_null += o.acquire_null;
         heartbeats += o.heartbeats;
         heartbeats_lost += o.heartbeats_lost;
@@ -276,6 +320,7 @@ struct Figures {
             honest_acked[i] += o.honest_acked[i];
         for (size_t i = 0; i < n_zombie_paths; ++i)
             zombie[i].add(o.zombie[i]);
+        holder_zombie.add(o.holder_zombie);
     }
 
     ZombieCounts zombie_total() const
@@ -322,10 +367,19 @@ std::string lease_name(int i)
     return "chaos:" + std::to_string(i);
 }
 
+// The multi-holder names: a semaphore of Options::permits permits, and a
+// name taken shared (lease_acquire_shared) or exclusive (lease_acquire).
+// The change log triggers tell them from plain leases by these prefixes.
+const char* const semaphore_name = "chaos:sem";
+const char* const shared_name = "chaos:rw";
+
+// What a worker competes for.
+enum class WorkerKind { lease, semaphore, shared };
+
 class Worker {
 public:
-    Worker(int id, const Options& options, unsigned long long seed)
-        : id_(id), options_(options), rng_(seed), owner_("w" + std::to_string(id))
+    Worker(int id, WorkerKind kind, const Options& options, unsigned long long seed)
+        : id_(id), kind_(kind), options_(options), rng_(seed), owner_("w" + std::to_string(id))
     {
     }
 
@@ -364,6 +418,7 @@ private:
     struct Held {
         std::string lease;
         long long token;
+        const char* mode;  // lease, semaphore, shared or exclusive (of chaos:rw)
         int ttl_ms;
         Clock::time_point last_attempt;    // when the last acquire/heartbeat with this token was sent
         Clock::time_point believed_until;  // last confirmed send + ttl
@@ -436,12 +491,47 @@ private:
 
     void acquire()
     {
-        const std::string lease = lease_name(random(0, options_.leases - 1));
         const int ttl = random(options_.ttl_min_ms, options_.ttl_max_ms);
+        const std::string ttl_text = std::to_string(ttl) + " milliseconds";
+        // Holders of the multi-holder names wait in line half the time.
+        std::string wait = std::to_string(random(0, 1) ? 0 : random(20, 400)) + " milliseconds";
+        std::string lease;
+        const char* mode = "lease";
+        const char* where = "lease_acquire";
         const Clock::time_point sent = Clock::now();
-        const Outcome o = conn_->execute("SELECT lease.lease_acquire($1::text, $2::text, $3::interval)",
-                                         {lease, owner_, std::to_string(ttl) + " milliseconds"});
-        if (classify(o, "lease_acquire") != Result::ok)
+        Outcome o;
+        switch (kind_) {
+        case WorkerKind::lease:
+            lease = lease_name(random(0, options_.leases - 1));
+            o = conn_->execute("SELECT lease.lease_acquire($1::text, $2::text, $3::interval)",
+                               {lease, owner_, ttl_text});
+            break;
+        case WorkerKind::semaphore:
+            lease = semaphore_name;
+            mode = "semaphore";
+            where = "semaphore_acquire";
+            o = conn_->execute("SELECT lease.semaphore_acquire($1::text, $2::text, $3::int, $4::interval, $5::interval)",
+                               {lease, owner_, std::to_string(options_.permits), ttl_text, wait});
+            break;
+        case WorkerKind::shared:
+            lease = shared_name;
+            // One request in four is exclusive: writers among readers.
+            if (random(0, 3) == 0) {
+                // Shared grants overlap: an exclusive request gets its turn
+                // only by waiting in line, which holds off later shared ones.
+                mode = "exclusive";
+                where = "lease_acquire of chaos:rw";
+                wait = std::to_string(random(500, 4000)) + " milliseconds";
+            } else {
+                mode = "shared";
+                where = "lease_acquire_shared";
+            }
+            o = conn_->execute("SELECT lease." + std::string(mode[0] == 'e' ? "lease_acquire" : "lease_acquire_shared") +
+                                   "($1::text, $2::text, $3::interval, $4::interval)",
+                               {lease, owner_, ttl_text, wait});
+            break;
+        }
+        if (classify(o, where) != Result::ok)
             return;
         const std::optional<std::string> token = o.get();
         if (!token) {
@@ -451,9 +541,11 @@ private:
         }
         const Clock::time_point received = Clock::now();
         ++figures.grants;
+        ++figures.grants_by_mode[mode];
         tokens.push_back({lease, std::stoll(*token), owner_, sent, received});
         held_ = Held{lease,
                      std::stoll(*token),
+                     mode,
                      ttl,
                      sent,
                      sent + Millis(ttl),
@@ -579,6 +671,18 @@ private:
             o = conn_->execute("DELETE FROM public.chaos_parent WHERE id = (" + parent_to_change(zombie, step.fk) + ")",
                                {lease});
             break;
+        case Stmt::plain_insert:
+            // The check that holds off whatever would end the grant until
+            // the transaction ends; the table itself is not fenced.
+            o = conn_->execute("SELECT lease.fenced_write($1::text, $2::bigint)", {lease, token});
+            if (!o.ok())
+                break;
+            table = "chaos_plain";
+            seq = ++seq_;
+            o = conn_->execute("INSERT INTO public.chaos_plain (lease_name, token, worker, seq)"
+                               " VALUES ($1::text, $2::bigint, $3::int, $4::bigint)",
+                               {lease, token, std::to_string(id_), std::to_string(seq)});
+            break;
         }
         const Result r = classify(o, step.name);
         if (r != Result::ok || !table)
@@ -655,26 +759,29 @@ private:
     // cannot close a deadlock with a zombie that is turned away at its first row.
     Result honest_transaction(int n, bool stall)
     {
-        static const int total = [] {
-            int sum = 0;
-            for (const HonestPath& p : honest_paths)
-                sum += p.weight;
-            return sum;
-        }();
+        const int mine = kind_mask();
+        int total = 0;
+        for (const HonestPath& p : honest_paths)
+            total += p.kinds & mine ? p.weight : 0;
         std::vector<Step> steps;
         bool setting = random(0, 1) == 0;
         bool parent_action = false;
         for (int i = 0; i < n; ++i) {
-            int k = 0;
-            for (int w = random(1, total); w > honest_paths[k].weight; ++k)
+            size_t k = 0;
+            for (int w = random(1, total);; ++k) {
+                if (!(honest_paths[k].kinds & mine))
+                    continue;
+                if (w <= honest_paths[k].weight)
+                    break;
                 w -= honest_paths[k].weight;
+            }
             const HonestPath& p = honest_paths[k];
             const bool action = p.stmt == Stmt::parent_update || p.stmt == Stmt::parent_delete;
             if (action && parent_action)
                 continue;
             parent_action |= action;
             setting |= p.proof == Proof::setting;
-            steps.push_back({p.name, p.stmt, p.proof == Proof::row, nullptr, k});
+            steps.push_back({p.name, p.stmt, p.proof == Proof::row, nullptr, static_cast<int>(k)});
         }
         std::stable_partition(steps.begin(), steps.end(), [](const Step& s) {
             return s.stmt != Stmt::parent_update && s.stmt != Stmt::parent_delete;
@@ -709,6 +816,8 @@ private:
         std::iota(order.begin(), order.end(), 0);
         std::shuffle(order.begin(), order.end(), rng_);
         for (size_t p : order) {
+            if (!(zombie_paths[p].kinds & kind_mask()))
+                continue;
             while (!conn_ && !stopping.load())
                 if (!connect())
                     sleep_until(Clock::now() + Millis(100));
@@ -717,23 +826,26 @@ private:
             const ZombiePath& z = zombie_paths[p];
             const bool setting =
                 z.proof == Proof::setting || (z.proof == Proof::setting_or_none && random(0, 1) == 0);
-            ZombieCounts& counts = figures.zombie[p];
-            ++counts.attempts;
-            counts.with_setting += setting;
             std::string tag;
             const Result r = transaction({{z.name, z.stmt, z.proof == Proof::row, z.fk, -1}}, setting, true, false, tag);
             zombie_attempts.push_back({tag, p});
+            ZombieCounts outcome;
+            outcome.attempts = 1;
+            outcome.with_setting = setting;
             switch (r) {
             case Result::fenced:
-                ++counts.rejected;
+                ++outcome.rejected;
                 break;
             case Result::ok:
-                ++counts.accepted;  // a violation if it changed a fenced row: the checker looks
+                ++outcome.accepted;  // a violation if it changed a fenced row: the checker looks
                 break;
             default:
-                ++counts.interrupted;
+                ++outcome.interrupted;
                 break;
             }
+            figures.zombie[p].add(outcome);
+            if (kind_ != WorkerKind::lease)
+                figures.holder_zombie.add(outcome);
         }
     }
 
@@ -770,7 +882,10 @@ private:
         }
     }
 
+    int kind_mask() const { return kind_ == WorkerKind::lease ? for_leases : for_holders; }
+
     int id_;
+    WorkerKind kind_;
     const Options& options_;
     std::mt19937_64 rng_;
     std::string owner_;
@@ -806,6 +921,59 @@ public:
     }
 
     long kills = 0, kills_in_transaction = 0, revokes = 0, revoke_timeouts = 0;
+    long freezes = 0, freezes_in_transaction = 0, freeze_failures = 0;
+
+    // From a thread of its own, every --freeze-every ms or so: SIGSTOPs the
+    // backend of a semaphore or shared/exclusive worker (of any worker when
+    // there are none), preferring one inside a write transaction, for longer
+    // than the longest ttl, then SIGCONTs it. The holder stalls on the
+    // server side, with whatever locks it holds -- between its fence check
+    // and its COMMIT, inside an acquire after it read the clock -- and wakes
+    // up a zombie. Needs the server on this machine and the right to signal
+    // its processes (root, or the server's user).
+    void run_freezer(unsigned long long seed)
+    {
+        if (options_.freeze_every_ms <= 0)
+            return;
+        std::mt19937_64 rng(seed);
+        const auto between = [&rng](int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng); };
+        std::string holders;
+        for (int i = options_.workers + 1; i <= options_.workers + options_.sem_workers + options_.rw_workers; ++i)
+            holders += std::string(holders.empty() ? "" : ",") + "chaos-w" + std::to_string(i);
+        std::unique_ptr<Connection> conn;
+        while (sleep_until(Clock::now() + Millis(between(options_.freeze_every_ms / 2, options_.freeze_every_ms * 3 / 2)))) {
+            if (!conn) {
+                conn = std::make_unique<Connection>("application_name=chaos-freezer connect_timeout=5");
+                if (!conn->ok()) {
+                    conn.reset();
+                    continue;
+                }
+            }
+            const Outcome o = conn->execute(
+                "SELECT pid, backend_xid IS NOT NULL FROM pg_catalog.pg_stat_activity"
+                " WHERE application_name LIKE 'chaos-w%' AND pid <> pg_catalog.pg_backend_pid()"
+                " ORDER BY application_name = ANY (pg_catalog.string_to_array($1::text, ',')) DESC,"
+                "          backend_xid IS NOT NULL DESC, pg_catalog.random() LIMIT 1",
+                {holders});
+            if (!o.ok()) {
+                if (is_connection_failure(o))
+                    conn.reset();
+                continue;
+            }
+            if (o.rows() == 0)
+                continue;
+            const pid_t pid = static_cast<pid_t>(std::stol(o.value(0, 0)));
+            if (::kill(pid, SIGSTOP) != 0) {
+                ++freeze_failures;
+                continue;
+            }
+            ++freezes;
+            freezes_in_transaction += o.value(0, 1) == "t";
+            // Not cut short when the run stops: the backend must go on.
+            std::this_thread::sleep_for(Millis(options_.ttl_max_ms * 3 / 2 + 200));
+            ::kill(pid, SIGCONT);
+        }
+    }
     std::vector<TokenSeen> tokens;
 
 private:
@@ -858,7 +1026,15 @@ private:
 
     void revoke()
     {
-        const std::string lease = lease_name(random(0, options_.leases - 1));
+        // The plain leases and the multi-holder names in use, alike.
+        std::vector<std::string> names;
+        for (int i = 0; i < options_.leases; ++i)
+            names.push_back(lease_name(i));
+        if (options_.sem_workers > 0)
+            names.push_back(semaphore_name);
+        if (options_.rw_workers > 0)
+            names.push_back(shared_name);
+        const std::string lease = names[random(0, static_cast<int>(names.size()) - 1)];
         const Clock::time_point sent = Clock::now();
         const Outcome o = conn_->execute("SELECT lease.lease_revoke($1::text)", {lease});
         if (!check(o, "lease_revoke"))
@@ -881,10 +1057,12 @@ private:
 const char* setup_sql = R"SQL(
 CREATE EXTENSION IF NOT EXISTS lease;
 DROP TRIGGER IF EXISTS chaos_record ON lease.history;
+DROP VIEW IF EXISTS public.chaos_all_changes;
 DROP TABLE IF EXISTS public.chaos_child, public.chaos_parent, public.chaos_ledger, public.chaos_changes,
-    public.chaos_order, public.chaos_grants;
+    public.chaos_order, public.chaos_grants, public.chaos_plain, public.chaos_mchanges, public.chaos_commits,
+    public.chaos_holds;
 DROP SEQUENCE IF EXISTS public.chaos_parent_key;
-DROP FUNCTION IF EXISTS public.chaos_record_change(), public.chaos_record_event();
+DROP FUNCTION IF EXISTS public.chaos_record_change(), public.chaos_record_event(), public.chaos_record_commit();
 
 -- Per lease: how many changes of fenced rows have committed, and the last
 -- token granted (or set by a revoke). Both change under the row lock, held
@@ -956,6 +1134,56 @@ CREATE TABLE public.chaos_changes (
     txn           text              -- the writing transaction (chaos.txn)
 );
 
+-- Not fenced: holders of the multi-holder names write here after
+-- lease.fenced_write (the path of applications whose writes no trigger sees).
+CREATE TABLE public.chaos_plain (
+    id         bigserial PRIMARY KEY,
+    lease_name text   NOT NULL,
+    token      bigint NOT NULL,
+    worker     int    NOT NULL,
+    seq        bigint NOT NULL,
+    UNIQUE (worker, seq)
+);
+
+-- The multi-holder names (chaos:sem, a semaphore; chaos:rw, shared or
+-- exclusive) have several live tokens at once, so their changes have no
+-- commit order to keep: each accepted change is logged with the server
+-- clock at the write (after the fence), and each of their transactions'
+-- rows again at COMMIT (a deferred trigger: the clock just before the
+-- commit, while the fence still holds off whatever would end the grant).
+CREATE TABLE public.chaos_mchanges (
+    lease_name   text        NOT NULL,
+    path         text        NOT NULL,
+    worker       int         NOT NULL,
+    seq          bigint      NOT NULL,
+    row_token    bigint,               -- INSERT, UPDATE: the row's token column as written
+    proof        bigint,               -- the token the fence checked: row_token, lease.fence_token for a DELETE
+    writer_token bigint,               -- chaos.token
+    txn          text,
+    at           timestamptz NOT NULL
+);
+CREATE TABLE public.chaos_commits (
+    txn          text,
+    lease_name   text        NOT NULL,
+    writer_token bigint,
+    at           timestamptz NOT NULL
+);
+
+-- Every grant of a multi-holder name (semaphore permits, shared grants,
+-- exclusive grants) and every revoke, from lease.history, by the history's
+-- clock: started_at is the acquired event, ended_at the event that ended it
+-- (released, expired -- reported when it is taken over at the latest --,
+-- revoked, or superseded by the same owner's next grant of the name).
+CREATE TABLE public.chaos_holds (
+    token      bigint PRIMARY KEY,
+    lease_name text        NOT NULL,
+    mode       text        NOT NULL,   -- semaphore | shared | exclusive | revoke
+    owner      text,
+    started_at timestamptz NOT NULL,
+    ended_at   timestamptz,            -- NULL: live (or expired unreported) at the end
+    ended      text
+);
+
 -- Every grant and revoke of lease.leases; a release, a reported expiry or a
 -- revoke sets end_at to the grant's final expires_at.
 CREATE TABLE public.chaos_grants (
@@ -989,6 +1217,16 @@ BEGIN
         r := NEW;
         row_token := NEW.token;
         proof := NEW.token;
+    END IF;
+    IF r.lease_name LIKE 'chaos:sem%' OR r.lease_name LIKE 'chaos:rw%' THEN
+        INSERT INTO public.chaos_mchanges
+        VALUES (r.lease_name, change, r.worker, r.seq, row_token, proof,
+                NULLIF(pg_catalog.current_setting('chaos.token', true), '')::bigint,
+                NULLIF(pg_catalog.current_setting('chaos.txn', true), ''), pg_catalog.clock_timestamp());
+        IF TG_OP = 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        RETURN NEW;
     END IF;
     IF pg_catalog.pg_trigger_depth() > 1 THEN
         IF TG_OP = 'DELETE' THEN
@@ -1027,6 +1265,29 @@ CREATE FUNCTION public.chaos_record_event() RETURNS trigger LANGUAGE plpgsql AS 
 DECLARE
     l lease.leases;
 BEGIN
+    IF NEW.name LIKE 'chaos:sem%' OR NEW.name LIKE 'chaos:rw%' THEN
+        CASE NEW.event
+        WHEN 'acquired' THEN
+            -- a re-acquire by the same owner replaces its own live grant
+            UPDATE public.chaos_holds SET ended_at = NEW.at, ended = 'superseded'
+             WHERE lease_name = NEW.name AND owner = NEW.owner AND ended_at IS NULL AND token < NEW.token;
+            INSERT INTO public.chaos_holds
+            VALUES (NEW.token, NEW.name,
+                    coalesce((SELECT h.mode FROM lease.holders h WHERE h.token = NEW.token), 'exclusive'),
+                    NEW.owner, NEW.at, NULL, NULL);
+        WHEN 'released', 'expired' THEN
+            UPDATE public.chaos_holds SET ended_at = NEW.at, ended = NEW.event
+             WHERE token = NEW.token AND ended_at IS NULL;
+        WHEN 'revoked' THEN
+            -- it ends every holder of the name
+            UPDATE public.chaos_holds SET ended_at = NEW.at, ended = 'revoked'
+             WHERE lease_name = NEW.name AND ended_at IS NULL AND token < NEW.token;
+            INSERT INTO public.chaos_holds VALUES (NEW.token, NEW.name, 'revoke', NULL, NEW.at, NEW.at, 'revoked');
+        ELSE
+            NULL;
+        END CASE;
+        RETURN NULL;
+    END IF;
     SELECT * INTO STRICT l FROM lease.leases WHERE name = NEW.name;
     CASE NEW.event
     WHEN 'acquired' THEN
@@ -1054,6 +1315,35 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- The COMMIT of a transaction that changed rows of a multi-holder name.
+CREATE FUNCTION public.chaos_record_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    name text;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        name := OLD.lease_name;
+    ELSE
+        name := NEW.lease_name;
+    END IF;
+    IF name LIKE 'chaos:sem%' OR name LIKE 'chaos:rw%' THEN
+        INSERT INTO public.chaos_commits
+        VALUES (NULLIF(pg_catalog.current_setting('chaos.txn', true), ''), name,
+                NULLIF(pg_catalog.current_setting('chaos.token', true), '')::bigint, pg_catalog.clock_timestamp());
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE VIEW public.chaos_all_changes AS
+SELECT lease_name, path, worker, seq, row_token, txn FROM public.chaos_changes
+UNION ALL
+SELECT lease_name, path, worker, seq, row_token, txn FROM public.chaos_mchanges;
+
+CREATE TRIGGER b_order BEFORE INSERT ON public.chaos_plain
+    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_change();
+CREATE CONSTRAINT TRIGGER z_commit AFTER INSERT ON public.chaos_plain DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION public.chaos_record_commit();
+CREATE CONSTRAINT TRIGGER z_commit AFTER INSERT OR UPDATE OR DELETE ON public.chaos_ledger
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.chaos_record_commit();
 CREATE TRIGGER a_fence BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_ledger
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}', 'token');
 CREATE TRIGGER b_order BEFORE INSERT OR UPDATE OR DELETE ON public.chaos_ledger
@@ -1165,8 +1455,9 @@ Connection connect_checker()
 
 int usage()
 {
-    std::cerr << "usage: chaos [--setup] [--workers W] [--leases L] [--seconds T] [--ttl-min MS] [--ttl-max MS]\n"
-                 "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS]\n"
+    std::cerr << "usage: chaos [--setup] [--workers W] [--leases L] [--sem-workers S] [--permits N] [--rw-workers R]\n"
+                 "             [--seconds T] [--ttl-min MS] [--ttl-max MS]\n"
+                 "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS] [--freeze-every MS]\n"
                  "             [--revoke-min MS] [--revoke-max MS] [--seed S] [--server-log FILE] [--log-dir DIR]\n";
     return 2;
 }
@@ -1186,6 +1477,12 @@ bool parse_options(int argc, char** argv, Options& o)
             o.workers = std::stoi(next());
         else if (a == "--leases")
             o.leases = std::stoi(next());
+        else if (a == "--sem-workers")
+            o.sem_workers = std::stoi(next());
+        else if (a == "--permits")
+            o.permits = std::stoi(next());
+        else if (a == "--rw-workers")
+            o.rw_workers = std::stoi(next());
         else if (a == "--seconds")
             o.seconds = std::stoi(next());
         else if (a == "--ttl-min")
@@ -1200,6 +1497,8 @@ bool parse_options(int argc, char** argv, Options& o)
             o.kill_min_ms = std::stoi(next());
         else if (a == "--kill-max")
             o.kill_max_ms = std::stoi(next());
+        else if (a == "--freeze-every")
+            o.freeze_every_ms = std::stoi(next());
         else if (a == "--revoke-min")
             o.revoke_min_ms = std::stoi(next());
         else if (a == "--revoke-max")
@@ -1213,7 +1512,8 @@ bool parse_options(int argc, char** argv, Options& o)
         else
             return false;
     }
-    return o.workers > 0 && o.leases > 0 && o.seconds > 0 && o.ttl_min_ms >= 30 && o.ttl_max_ms >= o.ttl_min_ms &&
+    return o.workers > 0 && o.leases > 0 && o.sem_workers >= 0 && o.rw_workers >= 0 && o.permits >= 1 &&
+           o.permits <= 10000 && o.seconds > 0 && o.ttl_min_ms >= 30 && o.ttl_max_ms >= o.ttl_min_ms &&
            (o.restarts == 0 || !o.restart_cmd.empty());
 }
 
@@ -1240,6 +1540,140 @@ std::string per_path(Connection& c, const std::string& bad)
 {
     return rows_text(c, "SELECT path, count(*) FILTER (WHERE " + bad + ") AS bad, count(*) AS changes"
                         "  FROM public.chaos_changes GROUP BY path ORDER BY path");
+}
+
+// Intervals (lease_name, mode, token, t_start, t_end; t_end NULL: open)
+// swept in time order: after each start or end, how many semaphore, shared
+// and exclusive intervals of the name are open. At equal times ends come
+// first. Columns: lease_name, t, token, d (1 start, -1 end), sem, sh, ex.
+std::string sweep(const std::string& intervals)
+{
+    return "SELECT lease_name, t, token, d,"
+           "       coalesce(sum(d) FILTER (WHERE mode = 'semaphore') OVER w, 0) AS sem,"
+           "       coalesce(sum(d) FILTER (WHERE mode = 'shared') OVER w, 0) AS sh,"
+           "       coalesce(sum(d) FILTER (WHERE mode NOT IN ('semaphore', 'shared')) OVER w, 0) AS ex"
+           "  FROM (SELECT lease_name, mode, token, t_start AS t, 1 AS d FROM (" + intervals + ") i"
+           "        UNION ALL"
+           "        SELECT lease_name, mode, token, t_end, -1 FROM (" + intervals + ") i WHERE t_end IS NOT NULL) e"
+           " WINDOW w AS (PARTITION BY lease_name ORDER BY t, d, token ROWS UNBOUNDED PRECEDING)";
+}
+
+// The condition a sweep row breaks the contract with (docs/concepts.md,
+// "Semaphores, shared leases and leaders"): more than permits semaphore
+// holders; more than one exclusive; exclusive beside shared; a semaphore
+// beside either.
+std::string sweep_violation(int permits)
+{
+    return "(sem > " + std::to_string(permits) + " OR ex > 1 OR (ex > 0 AND sh > 0) OR (sem > 0 AND sh + ex > 0))";
+}
+
+void check_multi_holders(Connection& c, Report& report, const Options& options, const Figures& f)
+{
+    const std::string names = "('" + std::string(semaphore_name) + "', '" + std::string(shared_name) + "')";
+    // a. By the grant history: at no instant more live holders than the
+    //    name's kind allows.
+    const std::string holds =
+        "SELECT lease_name, mode, token, started_at AS t_start, ended_at AS t_end FROM public.chaos_holds"
+        " WHERE mode <> 'revoke'";
+    const std::string history_bad =
+        "SELECT * FROM (" + sweep(holds) + ") s WHERE " + sweep_violation(options.permits);
+    const std::string n_history_bad = scalar(c, "SELECT count(*) FROM (" + history_bad + ") v");
+    const std::string history_peaks =
+        rows_text(c, "SELECT n.lease_name, coalesce(max(sem), 0), coalesce(max(sh), 0), coalesce(max(ex), 0),"
+                     "       (SELECT count(*) FROM public.chaos_holds h WHERE h.lease_name = n.lease_name"
+                     "                                                     AND h.mode <> 'revoke')"
+                     "  FROM (VALUES " + std::string("('") + semaphore_name + "'), ('" + shared_name + "')) n (lease_name)"
+                     "  LEFT JOIN (" + sweep(holds) + ") s USING (lease_name) GROUP BY 1 ORDER BY 1");
+    report.check(n_history_bad == "0",
+                 "grant history of the multi-holder names: at no instant more than " +
+                     std::to_string(options.permits) +
+                     " live permits of chaos:sem, nor an exclusive grant of chaos:rw beside another grant (" +
+                     n_history_bad + " instants; name | most permits | most shared | most exclusive | grants: " +
+                     history_peaks.substr(0, history_peaks.empty() ? 0 : history_peaks.size() - 1) + ")",
+                 rows_text(c, history_bad + " ORDER BY 1, 2 LIMIT 10") + "holds around the first one:\n" +
+                     rows_text(c, "SELECT h.* FROM public.chaos_holds h, (" + history_bad +
+                                      " ORDER BY 1, 2 LIMIT 1) b WHERE h.lease_name = b.lease_name"
+                                      " AND h.started_at <= b.t AND coalesce(h.ended_at, 'infinity') >= b.t"
+                                      " ORDER BY h.token"));
+    // b. Every accepted change (and its transaction's COMMIT) of a
+    //    multi-holder name came from a token of that name while its grant
+    //    lasted by the history, proved with the writer's own token: no
+    //    zombie write landed after its permit was taken over, revoked or
+    //    released.
+    const std::string writes =
+        "SELECT lease_name, writer_token, proof, at, path, txn FROM public.chaos_mchanges"
+        " UNION ALL SELECT lease_name, writer_token, writer_token, at, 'COMMIT', txn FROM public.chaos_commits";
+    const std::string outside =
+        "SELECT x.lease_name, x.writer_token, x.proof, x.at, x.path, x.txn, h.lease_name AS held_name, h.mode,"
+        "       h.started_at, h.ended_at, h.ended"
+        "  FROM (" + writes + ") x LEFT JOIN public.chaos_holds h ON h.token = x.writer_token"
+        " WHERE h.token IS NULL OR h.mode = 'revoke' OR h.lease_name <> x.lease_name"
+        "    OR x.proof IS DISTINCT FROM x.writer_token"
+        "    OR x.at < h.started_at OR x.at > coalesce(h.ended_at, 'infinity')";
+    const std::string n_changes = scalar(c, "SELECT count(*) FROM public.chaos_mchanges");
+    const std::string n_commits = scalar(c, "SELECT count(DISTINCT txn) FROM public.chaos_commits");
+    const std::string n_outside = scalar(c, "SELECT count(*) FROM (" + outside + ") v");
+    report.check(n_outside == "0",
+                 "multi-holder names: each of the " + n_changes + " accepted changes and " + n_commits +
+                     " commits happened while the writer's own grant of that name lasted, by the grant history (" +
+                     n_outside + " outside it)",
+                 rows_text(c, outside + " ORDER BY x.at LIMIT 10"));
+    // c. The fenced writes themselves: per token, from its first accepted
+    //    change to its last COMMIT, the tokens writing at any instant never
+    //    exceeded the permits; no shared token wrote while an exclusive one did.
+    const std::string activity =
+        "SELECT a.lease_name, coalesce(h.mode, 'unknown') AS mode, a.token, a.t_start, a.t_end"
+        "  FROM (SELECT lease_name, writer_token AS token, min(at) AS t_start, max(at) AS t_end"
+        "          FROM (" + writes + ") x GROUP BY 1, 2) a"
+        "  LEFT JOIN public.chaos_holds h ON h.token = a.token";
+    const std::string activity_bad =
+        "SELECT * FROM (" + sweep(activity) + ") s WHERE " + sweep_violation(options.permits);
+    const std::string n_activity_bad = scalar(c, "SELECT count(*) FROM (" + activity_bad + ") v");
+    const std::string activity_peaks =
+        rows_text(c, "SELECT n.lease_name, coalesce(max(sem), 0), coalesce(max(sh), 0), coalesce(max(ex), 0)"
+                     "  FROM (VALUES " + std::string("('") + semaphore_name + "'), ('" + shared_name + "')) n (lease_name)"
+                     "  LEFT JOIN (" + sweep(activity) + ") s USING (lease_name) GROUP BY 1 ORDER BY 1");
+    report.check(n_activity_bad == "0",
+                 "fenced writes of the multi-holder names: the tokens whose writes (first change to last COMMIT) "
+                 "overlap never number more than " + std::to_string(options.permits) +
+                     " on chaos:sem, and no shared token's writes overlap an exclusive token's on chaos:rw (" +
+                     n_activity_bad + " instants; name | most permit tokens | most shared | most exclusive: " +
+                     activity_peaks.substr(0, activity_peaks.empty() ? 0 : activity_peaks.size() - 1) + ")",
+                 rows_text(c, activity_bad + " ORDER BY 1, 2 LIMIT 10") + "writers around the first one:\n" +
+                     rows_text(c, "SELECT a.* FROM (" + activity + ") a, (" + activity_bad +
+                                      " ORDER BY 1, 2 LIMIT 1) b WHERE a.lease_name = b.lease_name"
+                                      " AND a.t_start <= b.t AND a.t_end >= b.t ORDER BY a.token"));
+    // d. Zombies of permits and shared/exclusive grants were turned away
+    //    with LF001, and none of their changes is in the log.
+    const std::string zombie_rows = scalar(c, "SELECT count(*) FROM client_zombies z"
+                                              " JOIN public.chaos_mchanges m ON m.txn = z.tag");
+    const ZombieCounts& z = f.holder_zombie;
+    report.check(z.rejected > 0 && zombie_rows == "0",
+                 "zombies of semaphore permits and shared/exclusive grants: " + std::to_string(z.rejected) + " of " +
+                     std::to_string(z.attempts) + " write attempts rejected with LF001 (" +
+                     std::to_string(z.accepted) + " accepted, " + std::to_string(z.interrupted) +
+                     " cut off by faults); the change log holds " + zombie_rows + " rows they changed",
+                 rows_text(c, "SELECT m.* FROM client_zombies z JOIN public.chaos_mchanges m ON m.txn = z.tag"
+                              " ORDER BY m.at LIMIT 10"));
+    // e. The run did exercise them: the semaphore was full at some point,
+    //    several shared holders held chaos:rw at once, and exclusive grants of
+    //    it were made.
+    {
+        const Outcome o = c.execute("SELECT coalesce(max(sem) FILTER (WHERE lease_name = $1), 0),"
+                                    "       coalesce(max(sh) FILTER (WHERE lease_name = $2), 0),"
+                                    "       (SELECT count(*) FROM public.chaos_holds WHERE lease_name = $2"
+                                    "                                                  AND mode = 'exclusive')"
+                                    "  FROM (" + sweep(holds) + ") s",
+                                    {std::string(semaphore_name), std::string(shared_name)});
+        if (!o.ok())
+            throw std::runtime_error("checker query failed: " + o.message());
+        const bool ok = (options.sem_workers <= options.permits || std::stol(o.value(0, 0)) == options.permits) &&
+                        (options.rw_workers < 2 || (std::stol(o.value(0, 1)) >= 2 && o.value(0, 2) != "0"));
+        report.check(ok, "the multi-holder names were contended: chaos:sem had " + o.value(0, 0) + " of " +
+                             std::to_string(options.permits) + " permits taken at once, chaos:rw " + o.value(0, 1) +
+                             " shared holders at once and " + o.value(0, 2) + " exclusive grants");
+    }
+    (void) names;
 }
 
 int run_checks(const Options& options, const Figures& f, const Chaos& chaos, const std::vector<Restart>& restarts,
@@ -1277,7 +1711,10 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
     });
     scalar(c, "CREATE INDEX ON public.chaos_changes (worker, seq)");
     scalar(c, "CREATE INDEX ON public.chaos_changes (txn)");
-    scalar(c, "ANALYZE public.chaos_changes, public.chaos_ledger, public.chaos_child, client_writes, client_txns,"
+    scalar(c, "CREATE INDEX ON public.chaos_mchanges (worker, seq)");
+    scalar(c, "CREATE INDEX ON public.chaos_mchanges (txn)");
+    scalar(c, "ANALYZE public.chaos_mchanges, public.chaos_commits, public.chaos_holds, public.chaos_plain,"
+              " public.chaos_changes, public.chaos_ledger, public.chaos_child, client_writes, client_txns,"
               " client_zombies");
 
     const std::string change_rows = scalar(c, "SELECT count(*) FROM public.chaos_changes");
@@ -1379,17 +1816,20 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
     {
         const std::string q =
             "SELECT w.tbl, w.worker, w.seq, w.lease_name, w.token, i.lease_name, i.row_token FROM client_writes w"
-            " LEFT JOIN public.chaos_changes i ON i.path = w.tbl || ' INSERT' AND i.worker = w.worker AND i.seq = w.seq"
-            " WHERE i.pos IS NULL OR i.lease_name <> w.lease_name OR (w.token_in_row AND i.row_token <> w.token)"
+            " LEFT JOIN public.chaos_all_changes i"
+            "   ON i.path = w.tbl || ' INSERT' AND i.worker = w.worker AND i.seq = w.seq"
+            " WHERE i.path IS NULL OR i.lease_name <> w.lease_name OR (w.token_in_row AND i.row_token <> w.token)"
             "    OR (w.tbl = 'chaos_ledger' AND NOT EXISTS (SELECT FROM public.chaos_ledger l"
             "                                                WHERE l.worker = w.worker AND l.seq = w.seq)"
             "        OR w.tbl = 'chaos_child' AND NOT EXISTS (SELECT FROM public.chaos_child k"
+            "                                                  WHERE k.worker = w.worker AND k.seq = w.seq)"
+            "        OR w.tbl = 'chaos_plain' AND NOT EXISTS (SELECT FROM public.chaos_plain k"
             "                                                  WHERE k.worker = w.worker AND k.seq = w.seq))"
-            "       AND NOT EXISTS (SELECT FROM public.chaos_changes d WHERE d.worker = w.worker AND d.seq = w.seq"
-            "                                                             AND d.path LIKE w.tbl || ' DELETE%')";
+            "       AND NOT EXISTS (SELECT FROM public.chaos_all_changes d WHERE d.worker = w.worker AND d.seq = w.seq"
+            "                                                                 AND d.path LIKE w.tbl || ' DELETE%')";
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
         const std::string deleted = scalar(c,
-            "SELECT count(*) FROM client_writes w WHERE EXISTS (SELECT FROM public.chaos_changes d"
+            "SELECT count(*) FROM client_writes w WHERE EXISTS (SELECT FROM public.chaos_all_changes d"
             " WHERE d.worker = w.worker AND d.seq = w.seq AND d.path LIKE w.tbl || ' DELETE%')");
         report.check(n == "0", "0 acknowledged writes lost: all " + std::to_string(writes.size()) +
                                    " rows inserted by a COMMIT a client saw are in the change log and in their "
@@ -1403,12 +1843,12 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
     {
         const std::string q =
             "SELECT t.tag, t.lease_name, t.changes,"
-            "       count(c.pos) FILTER (WHERE c.path NOT LIKE '% by %') AS logged,"
-            "       count(c.pos) FILTER (WHERE c.lease_name <> t.lease_name) AS other_lease"
-            "  FROM client_txns t LEFT JOIN public.chaos_changes c ON c.txn = t.tag"
+            "       count(c.path) FILTER (WHERE c.path NOT LIKE '% by %') AS logged,"
+            "       count(c.path) FILTER (WHERE c.lease_name <> t.lease_name) AS other_lease"
+            "  FROM client_txns t LEFT JOIN public.chaos_all_changes c ON c.txn = t.tag"
             " GROUP BY 1, 2, 3"
-            " HAVING count(c.pos) FILTER (WHERE c.path NOT LIKE '% by %') <> t.changes"
-            "     OR count(c.pos) FILTER (WHERE c.lease_name <> t.lease_name) > 0";
+            " HAVING count(c.path) FILTER (WHERE c.path NOT LIKE '% by %') <> t.changes"
+            "     OR count(c.path) FILTER (WHERE c.lease_name <> t.lease_name) > 0";
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
         const std::string changes = scalar(c, "SELECT coalesce(sum(changes), 0) FROM client_txns");
         report.check(n == "0", "0 acknowledged changes lost: the change log holds exactly the " + changes +
@@ -1422,7 +1862,9 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
             "SELECT t.lease_name, t.token, t.owner FROM client_tokens t"
             " WHERE t.owner IS NOT NULL AND NOT EXISTS ("
             "   SELECT FROM public.chaos_grants g WHERE g.token = t.token AND g.lease_name = t.lease_name"
-            "      AND g.owner = t.owner AND g.kind = 'grant')";
+            "      AND g.owner = t.owner AND g.kind = 'grant')"
+            "   AND NOT EXISTS (SELECT FROM public.chaos_holds h WHERE h.token = t.token AND h.lease_name = t.lease_name"
+            "                      AND h.owner = t.owner AND h.mode <> 'revoke')";
         const std::string n = scalar(c, "SELECT count(*) FROM (" + q + ") v");
         report.check(n == "0", "0 acknowledged grants lost: every token a client received is in the grant history (" +
                                    n + " missing)",
@@ -1474,7 +1916,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
     //     by any of them (whatever the client saw, commits in doubt included).
     {
         const Outcome logged = c.execute("SELECT z.path, count(DISTINCT z.tag), count(*) FROM client_zombies z"
-                                         " JOIN public.chaos_changes c ON c.txn = z.tag GROUP BY 1");
+                                         " JOIN public.chaos_all_changes c ON c.txn = z.tag GROUP BY 1");
         if (!logged.ok())
             throw std::runtime_error("checker query failed: " + logged.message());
         std::map<size_t, std::pair<std::string, std::string>> by_path;  // path: (transactions, changes)
@@ -1497,9 +1939,8 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                              std::to_string(z.accepted) + " accepted, " + std::to_string(z.interrupted) +
                              " cut off by faults)",
                          txns + " zombie transactions changed fenced rows; first ones:\n" +
-                             rows_text(c, "SELECT c.lease_name, c.pos, c.path, c.writer_token, c.granted_token,"
-                                          "       c.proof, c.setting_token, c.txn"
-                                          "  FROM client_zombies z JOIN public.chaos_changes c ON c.txn = z.tag"
+                             rows_text(c, "SELECT c.lease_name, c.path, c.worker, c.seq, c.row_token, c.txn"
+                                          "  FROM client_zombies z JOIN public.chaos_all_changes c ON c.txn = z.tag"
                                           " WHERE z.path = " + std::to_string(p) + " ORDER BY 1, 2 LIMIT 10"));
         }
     }
@@ -1509,8 +1950,8 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
         for (const char* path : logged_paths)
             values += std::string(values.empty() ? "" : ",") + "(" + std::to_string(values.size()) + "," +
                       pqtest::quote_literal(path) + ")";
-        const Outcome o = c.execute("SELECT p.path, count(c.pos) FROM (VALUES " + values + ") p (n, path)"
-                                    " LEFT JOIN (public.chaos_changes c JOIN client_txns t ON t.tag = c.txn)"
+        const Outcome o = c.execute("SELECT p.path, count(c.path) FROM (VALUES " + values + ") p (n, path)"
+                                    " LEFT JOIN (public.chaos_all_changes c JOIN client_txns t ON t.tag = c.txn)"
                                     "   ON c.path = p.path GROUP BY p.n, p.path ORDER BY p.n");
         if (!o.ok())
             throw std::runtime_error("checker query failed: " + o.message());
@@ -1528,13 +1969,16 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
         report.check(ok, "live holders changed fenced rows on every path (" + counts + ")",
                      "acknowledged statements: " + statements);
     }
-    // 14. The fence turned no live holder away.
+    // 14. Semaphore permits and shared/exclusive grants (chaos:sem, chaos:rw).
+    if (options.sem_workers > 0 || options.rw_workers > 0)
+        check_multi_holders(c, report, options, f);
+    // 15. The fence turned no live holder away.
     report.check(f.fenced_while_live == 0,
                  "live holders were never turned away: " + std::to_string(f.fenced_while_live) + " of the " +
                      std::to_string(f.honest_fenced) +
                      " transactions of holders rejected with LF001 came from a holder whose lease was live (a "
                      "heartbeat right after succeeded)");
-    // 15. The faults did happen, and the workers carried on after them.
+    // 16. The faults did happen, and the workers carried on after them.
     {
         int failed_restarts = 0;
         for (const Restart& r : restarts)
@@ -1544,15 +1988,19 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
             after_last += !t.owner.empty() && (restarts.empty() || t.sent > restarts.back().end);
         const bool ok = static_cast<int>(restarts.size()) == options.restarts && failed_restarts == 0 &&
                         chaos.kills > 0 && f.zombies + f.stalled_zombies > 0 && f.rows_acked > 0 &&
-                        (restarts.empty() || after_last > 0);
+                        (restarts.empty() || after_last > 0) &&
+                        (options.freeze_every_ms <= 0 || (chaos.freezes > 0 && chaos.freeze_failures == 0));
         report.check(ok, "faults injected: " + std::to_string(restarts.size()) + " immediate restarts, " +
                              std::to_string(chaos.kills) + " backends terminated, " +
+                             std::to_string(chaos.freezes) + " backends SIGSTOPped past the longest ttl (" +
+                             std::to_string(chaos.freezes_in_transaction) + " inside a write transaction), " +
                              std::to_string(f.zombies + f.stalled_zombies) +
                              " zombies; workers reconnected and went on granting (" + std::to_string(after_last) +
                              " grants after the last restart)",
-                     "failed restart commands: " + std::to_string(failed_restarts));
+                     "failed restart commands: " + std::to_string(failed_restarts) +
+                         "; SIGSTOPs refused: " + std::to_string(chaos.freeze_failures));
     }
-    // 16. No unexpected error.
+    // 17. No unexpected error.
     {
         std::string list;
         for (const UnexpectedError& e : unexpected_errors)
@@ -1564,7 +2012,7 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
                                                     std::to_string(unexpected_errors.size()),
                      list);
     }
-    // 17. No backend crashed.
+    // 18. No backend crashed.
     if (!options.server_log.empty()) {
         std::ifstream log(options.server_log);
         std::string crashes;
@@ -1577,6 +2025,10 @@ int run_checks(const Options& options, const Figures& f, const Chaos& chaos, con
     }
 
     const ZombieCounts z = f.zombie_total();
+    std::cout << "# figures: grants by mode:";
+    for (const auto& [mode, n] : f.grants_by_mode)
+        std::cout << " " << mode << " " << n;
+    std::cout << "\n";
     std::cout << "# figures: " << f.grants << " grants (" << f.acquire_null << " acquires returned NULL), "
               << f.heartbeats << " heartbeats, " << f.releases << " releases, " << f.walkaways << " walk-aways, "
               << chaos.revokes << " revokes (" << chaos.revoke_timeouts << " lock timeouts)\n"
@@ -1613,7 +2065,9 @@ int main(int argc, char** argv)
     }
     if (options.seed == 0)
         options.seed = std::random_device{}() | 1;
-    std::cout << "# chaos: " << options.workers << " workers, " << options.leases << " leases, " << options.seconds
+    std::cout << "# chaos: " << options.workers << " workers, " << options.leases << " leases, " << options.sem_workers
+              << " workers on a semaphore of " << options.permits << " permits, " << options.rw_workers
+              << " workers shared/exclusive, " << options.seconds
               << " s, ttl " << options.ttl_min_ms << "-" << options.ttl_max_ms << " ms, " << options.restarts
               << " restarts, seed " << options.seed << std::endl;
 
@@ -1661,13 +2115,21 @@ int main(int argc, char** argv)
 
         std::vector<std::unique_ptr<Worker>> workers;
         for (int i = 0; i < options.workers; ++i)
-            workers.push_back(std::make_unique<Worker>(i + 1, options, seeds()));
+            workers.push_back(std::make_unique<Worker>(i + 1, WorkerKind::lease, options, seeds()));
+        for (int i = 0; i < options.sem_workers; ++i)
+            workers.push_back(
+                std::make_unique<Worker>(options.workers + i + 1, WorkerKind::semaphore, options, seeds()));
+        for (int i = 0; i < options.rw_workers; ++i)
+            workers.push_back(std::make_unique<Worker>(options.workers + options.sem_workers + i + 1,
+                                                       WorkerKind::shared, options, seeds()));
         Chaos chaos(options, seeds());
 
         std::vector<std::thread> threads;
         for (auto& w : workers)
             threads.emplace_back([&w] { w->run(); });
         threads.emplace_back([&chaos] { chaos.run(); });
+        const unsigned long long freezer_seed = seeds();
+        threads.emplace_back([&chaos, freezer_seed] { chaos.run_freezer(freezer_seed); });
 
         std::vector<Restart> restarts;
         for (int k = 1; k <= options.restarts; ++k) {

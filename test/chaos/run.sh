@@ -15,11 +15,19 @@
 # change was made by the holder of the last grant committed before it, under
 # that grant's token), zombies rejected with LF001 on every path, no live
 # holder turned away, no overlapping grants, no acknowledged write or grant
-# lost, tokens unique and increasing across restarts (see the header of
-# chaos.cpp).
+# lost, tokens unique and increasing across restarts. Workers on a
+# semaphore (N permits) and on a name taken shared or exclusive do the same;
+# for them it checks that no more than N permits (or an exclusive grant
+# beside another) were live at once by the grant history, that no more than
+# N tokens' fenced writes overlapped in time (no shared write beside an
+# exclusive one), and that every change fell inside its writer's grant (see
+# the header of chaos.cpp).
 #
 #   default (short): 8 workers, 3 leases, 40 s, 2 immediate restarts (~1 min)
+#                    + 4 workers on a semaphore of 2 permits, 4 shared/exclusive,
+#                    a backend SIGSTOPped past the ttl every ~4 s
 #   --long:          16 workers, 4 leases, 10 min, 10 immediate restarts
+#                    + 8 workers on a semaphore of 3 permits, 6 shared/exclusive
 # Any other arguments go to the harness (e.g. --seed N to replay a run's
 # random choices; timing makes a replay similar, not identical).
 #
@@ -31,10 +39,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 . scripts/lib.sh
 
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54364}
-ARGS=(--workers 8 --leases 3 --seconds 40 --restarts 2)
+ARGS=(--workers 8 --leases 3 --sem-workers 4 --permits 2 --rw-workers 4 --freeze-every 4000 --seconds 40 --restarts 2)
 if [ "${1:-}" = "--long" ]; then
     shift
-    ARGS=(--workers 16 --leases 4 --seconds 600 --restarts 10)
+    ARGS=(--workers 16 --leases 4 --sem-workers 8 --permits 3 --rw-workers 6 --freeze-every 4000 --seconds 600 --restarts 10)
 fi
 
 echo "# building the chaos harness"

@@ -14,12 +14,26 @@
 // without privileges; fence_trigger with generated name templates and token
 // columns (missing columns, unbalanced braces, wrong trigger kinds, wrong
 // token column types), with INSERT, UPDATE and DELETE and lease.fence_token.
+// The 1.3 functions too: semaphore_acquire, lease_acquire_shared,
+// lease_acquire_all and their session forms, lease_set_value, lease.leader,
+// and heartbeat, release, fenced_write, the fence trigger and revoke with
+// permits' and shared grants' tokens. Their oracle reads the name's state
+// (a live exclusive grant, live holders of which kind and permits, whose
+// role) and says which error, or whether a token or NULL, true or false is
+// due: permits 0/-1/10001/NULL/huge, arrays NULL/empty/2-D/1001 names/NULL,
+// empty, 256-byte, invalid or duplicate elements, values of 8000/8001 bytes
+// and 1 MB, tokens 0/-1/huge/stale/another name's, sessions closed, unknown
+// or of another role, read-only transactions; a call that returns false is
+// checked for no change as a failing one is (lease.holders and
+// lease.lease_values are in the fingerprint), and every outcome must be
+// reached at least once.
 // Phase 2: memory of one backend across thousands of calls.
 // Phase 3: several connections call everything concurrently.
 //
 // Seeded and reproducible (--seed, printed). Prints "fuzz: N passed, N failed".
 #include "../common/pq.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -43,7 +57,7 @@ using pqtest::Param;
 
 struct Options {
     unsigned long long seed = 0;
-    int iterations = 3000;
+    int iterations = 5000;
     int memory_calls = 3000;
     int threads = 4;
     int concurrent_seconds = 8;
@@ -321,8 +335,11 @@ private:
     // Committed state: is token the live grant of name?
     bool is_live(const std::string& name, long long token)
     {
+        // A live semaphore permit or shared grant of name is one too.
         const Outcome o = observer_->execute(
             "SELECT token = $2::bigint AND owner IS NOT NULL AND expires_at > pg_catalog.clock_timestamp()"
+            "    OR EXISTS (SELECT FROM lease.holders h WHERE h.name = $1::text AND h.token = $2::bigint"
+            "                  AND h.expires_at > pg_catalog.clock_timestamp())"
             " FROM lease.leases WHERE name = $1::text",
             {Param(name), Param(std::to_string(token))});
         return o.ok() && o.get() == std::optional<std::string>("t");
@@ -348,7 +365,12 @@ private:
     std::string fingerprint()
     {
         const Outcome o = observer_->execute(
-            "SELECT coalesce(md5(string_agg(l::text, '|' ORDER BY l.name)), '-') || ' seq '"
+            "SELECT coalesce(md5(string_agg(l::text, '|' ORDER BY l.name)), '-')"
+            " || ' holders ' || (SELECT coalesce(md5(string_agg(h::text, '|' ORDER BY h.token)), '-')"
+            "                      FROM lease.holders AS h)"
+            " || ' values ' || (SELECT coalesce(md5(string_agg(v::text, '|' ORDER BY v.name)), '-')"
+            "                     FROM lease.lease_values AS v)"
+            " || ' seq '"
             " || (SELECT last_value || ',' || is_called FROM lease.fencing_token_seq)"
             " FROM lease.leases AS l");
         return o.ok() ? o.get().value_or("?") : "observer failed: " + o.message();
@@ -379,15 +401,16 @@ private:
         }
         const Outcome o = conn.execute(sql, params);
         std::optional<std::string> value;
+        last_committed_ = false;
+        last_state_ = o.ok() ? "" : o.sqlstate();
         if (o.ok()) {
             ++successes_;
             value = o.get();
             if (!expect.success)
                 mismatch(what, "success", expect);
+            last_committed_ = !read_only && (!in_block || chance(80));
             if (in_block)
-                conn.execute(chance(80) ? "COMMIT" : "ROLLBACK");
-            else
-                (void) 0;
+                conn.execute(last_committed_ ? "COMMIT" : "ROLLBACK");
         } else {
             record_error(what, o);
             if (!expect.states.count(o.sqlstate()))
@@ -423,7 +446,8 @@ private:
     void mismatch(const std::string& what, const std::string& got, const Expect& expect)
     {
         ++mismatches_;
-        if (mismatch_list_.size() < 15)
+        ++mismatches_by_call_[what.substr(0, what.find('('))];
+        if (mismatch_list_.size() < 40)
             mismatch_list_.push_back(what + ": got " + got + ", expected " + expect_text(expect));
     }
 
@@ -1029,6 +1053,937 @@ private:
              "SELECT pg_catalog.set_config('lease.fence_token', " + pqtest::quote_literal(value) + ", true)");
     }
 
+    // ---- semaphores, shared leases, all-or-none, values (docs/concepts.md,
+    // "Semaphores, shared leases and leaders") ----------------------------------
+    // Their names: a pool of their own (so that the calls above keep seeing
+    // plain leases), the plain pool now and then (live exclusive grants: a
+    // semaphore or shared request there is refused), and hostile identifiers.
+    // The oracle reads the name's state from the observer before each call.
+    const std::vector<std::string> holder_names_ = {"fz:sem1", "fz:sem2", "fz:sh1", "fz:sh2"};
+    const std::vector<std::string> all_names_ = {"fz:all1", "fz:all2", "fz:all3", "fz:sh2"};
+    const std::vector<std::string> session_all_names_ = {"fz:sall1", "fz:sall2", "fz:sall3"};
+
+    Text clean_holder_name()
+    {
+        return {holder_names_[pick(static_cast<int>(holder_names_.size()))], Kind::valid, "holder pool"};
+    }
+    Text clean_owner() { return {"fz-owner-" + std::to_string(pick(4)), Kind::valid, "owner"}; }
+    Interval clean_ttl() { return {std::string("1 hour"), Interval::positive, ""}; }
+    Interval clean_wait() { return {std::string(chance(80) ? "0" : "1 ms"), Interval::positive, ""}; }
+
+    // The hostile names that are valid get variants of their own (same
+    // lengths): holders on the names the calls above use would change
+    // what those calls are due to return.
+    Text holder_identifier()
+    {
+        if (chance(75))
+            return {holder_names_[pick(static_cast<int>(holder_names_.size()))], Kind::valid, "holder pool"};
+        Text t = identifier();
+        if (t.kind != Kind::valid)
+            return t;
+        if (t.label == "255 bytes")
+            t.value = std::string(255, 's');
+        else if (t.label == "255 bytes, multibyte")
+            t.value = std::string(253, 's') + "\xc3\xa9";
+        else if (t.label == "85 euro signs (255 bytes)")
+            t.value = "sss" + repeat("\xe2\x82\xac", 84);
+        else if (t.label == "blank")
+            t.value = std::string("  ");
+        else if (t.label == "quotes")
+            t.value = std::string("it's \"{sem}\" \\ name;--");
+        else
+            t.value = holder_names_[pick(static_cast<int>(holder_names_.size()))];
+        return t;
+    }
+
+    struct HolderRow {
+        long long token;
+        std::string mode, owner, role;
+        int permits;
+        long long session;
+    };
+    struct NameState {
+        bool exclusive_live = false;
+        std::string exclusive_owner, exclusive_role;
+        long long exclusive_token = 0;
+        std::vector<HolderRow> holders;  // live ones, in token order
+    };
+
+    NameState name_state(const std::string& name)
+    {
+        NameState st;
+        const Outcome l = observer_->execute(
+            "SELECT s.state = 'held', l.owner, l.role::text, l.token FROM lease.status s"
+            " JOIN lease.leases l USING (name) WHERE name = $1::text",
+            {Param(name)});
+        if (l.ok() && l.rows() == 1 && l.value(0, 0) == "t") {
+            st.exclusive_live = true;
+            st.exclusive_owner = l.value(0, 1);
+            st.exclusive_role = l.value(0, 2);
+            st.exclusive_token = std::stoll(l.value(0, 3));
+        }
+        // Session holders live by their sessions, which stay open here.
+        const Outcome h = observer_->execute(
+            "SELECT token, mode, coalesce(permits, 0), owner, role::text, coalesce(session, 0) FROM lease.holders"
+            " WHERE name = $1::text AND expires_at > pg_catalog.clock_timestamp() ORDER BY token",
+            {Param(name)});
+        for (int r = 0; h.ok() && r < h.rows(); ++r)
+            st.holders.push_back({std::stoll(h.value(r, 0)), h.value(r, 1), h.value(r, 3), h.value(r, 4),
+                                  std::stoi(h.value(r, 2)), std::stoll(h.value(r, 5))});
+        return st;
+    }
+
+    bool acts_for(const Connection& conn, const std::string& role) { return &conn != app_.get() || role == "fuzz_app"; }
+
+    struct Permits {
+        Param value;
+        enum { valid, null, out_of_range, malformed } kind;
+    };
+    Permits permits()
+    {
+        switch (pick(16)) {
+        case 0:
+            return {std::nullopt, Permits::null};
+        case 1:
+            return {std::string("0"), Permits::out_of_range};
+        case 2:
+            return {std::string("-1"), Permits::out_of_range};
+        case 3:
+            return {std::string("10001"), Permits::out_of_range};
+        case 4:
+            return {std::string("-2147483648"), Permits::out_of_range};
+        case 5:
+            return {std::string("2147483647"), Permits::out_of_range};
+        case 6:
+            return {std::string("2147483648"), Permits::malformed};  // not an integer: 22003
+        case 7:
+            return {std::string("two"), Permits::malformed};  // 22P02
+        case 8:
+            return {std::string("10000"), Permits::valid};
+        case 9:
+        case 10:
+        case 12:
+        case 13:
+            return {std::string("1"), Permits::valid};
+        case 11:
+            return {std::string("3"), Permits::valid};
+        default:
+            return {std::string("2"), Permits::valid};
+        }
+    }
+
+    // wait: never long (a refused request would sit out all of it).
+    Interval wait_interval()
+    {
+        switch (pick(12)) {
+        case 0:
+            return {std::nullopt, Interval::null, "NULL"};
+        case 1:
+            return {std::string("-1 us"), Interval::non_positive, ""};
+        case 2:
+            return {std::string("garbage"), Interval::malformed, ""};
+        case 3:
+            return {std::string("2147483647 months"), Interval::overflow, ""};
+        case 4:
+            return {std::string("1 ms"), Interval::positive, ""};
+        default:
+            return {std::string("0"), Interval::positive, ""};
+        }
+    }
+
+    static std::optional<Expect> wait_error(const Interval& w)
+    {
+        switch (w.kind) {
+        case Interval::null:
+            return Expect::error({"22004"});
+        case Interval::non_positive:
+            return Expect::error({"22023"});
+        case Interval::overflow:
+            return Expect::error({"22008"});
+        default:
+            return std::nullopt;
+        }
+    }
+
+    // A ttl for the grants here: valid mostly (grants that last), hostile
+    // now and then.
+    Interval holder_ttl() { return chance(75) ? Interval{std::string("1 hour"), Interval::positive, ""} : interval(); }
+
+    // What a grant returned, checked: a token when one was due, NULL when
+    // the name stays taken.
+    void check_grant_value(const std::string& what, const std::optional<std::string>& value, bool succeeded,
+                           int granted)
+    {
+        if (!succeeded || granted < 0)
+            return;
+        if ((granted == 1) != value.has_value())
+            mismatch(what, value ? "token " + *value : std::string("NULL"),
+                     Expect{true, {granted == 1 ? "(a token)" : "(NULL)"}});
+        if (value) {
+            const long long t = std::stoll(*value);
+            token_order_violations_ += t <= max_token_;
+            if (t <= max_token_ && token_problems_.size() < 10)
+                token_problems_.push_back(what + " returned " + *value + " after " + std::to_string(max_token_));
+            max_token_ = std::max(max_token_, t);
+        }
+    }
+
+    // The grant a semaphore or shared request gets on a name (after its
+    // arguments passed): an error, a token (true) or NULL (false).
+    std::pair<std::optional<Expect>, bool> holder_grant_outcome(const Connection& conn, const NameState& st,
+                                                               bool semaphore, int permits_wanted,
+                                                               const std::string& owner, long long session)
+    {
+        if (st.exclusive_live)
+            return {semaphore ? std::optional<Expect>(Expect::error({"22023"})) : std::nullopt, false};
+        if (st.holders.empty())
+            return {std::nullopt, true};
+        const HolderRow& first = st.holders.front();
+        if (first.mode != (semaphore ? "semaphore" : "shared"))
+            return {Expect::error({"22023"}), false};
+        if (semaphore && first.permits != permits_wanted)
+            return {Expect::error({"22023"}), false};
+        const HolderRow* own = nullptr;
+        for (const HolderRow& h : st.holders)
+            if (!own && h.owner == owner && h.session == session)
+                own = &h;
+        if (own && !acts_for(conn, own->role))
+            return {Expect::error({"42501"}), false};
+        const int others = static_cast<int>(st.holders.size()) - (own ? 1 : 0);
+        return {std::nullopt, !semaphore || others < permits_wanted};
+    }
+
+    // Input errors of a permits parameter (before the call).
+    static void permits_input_error(const Permits& p, std::set<std::string>& states)
+    {
+        if (p.kind == Permits::malformed)
+            states.insert({"22003", "22P02"});
+    }
+
+    std::optional<Expect> permits_error(const Permits& p)
+    {
+        if (p.kind == Permits::null)
+            return Expect::error({"22004"});
+        if (p.kind == Permits::out_of_range)
+            return Expect::error({"22023"});
+        return std::nullopt;
+    }
+
+    // lease.semaphore_acquire(name, owner, permits, ttl, wait), or under a
+    // session: lease.session_semaphore_acquire(session, name, permits, wait).
+    void fuzz_semaphore()
+    {
+        const bool in_session = chance(25);
+        Session sess = session();
+        // Two calls in five have every argument valid, so that grants and
+        // full semaphores are reached, not only the first bad argument.
+        const bool clean = chance(40);
+        const Text name = clean ? clean_holder_name() : holder_identifier(), owner = clean ? clean_owner() : identifier();
+        Permits p = clean ? Permits{std::string(chance(50) ? "1" : "2"), Permits::valid} : permits();
+        // fz:sem1 is mostly a semaphore of one permit: full once taken.
+        if (name.value == std::optional<std::string>("fz:sem1") && p.kind == Permits::valid && chance(80))
+            p.value = "1";
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
+        Connection& conn = actor();
+        std::set<std::string> input;
+        for (const Text* t : {&name, &owner})
+            if (t->kind == Kind::malformed && (t == &name || !in_session))
+                input.insert("22021");
+        permits_input_error(p, input);
+        if (!in_session && interval_input_error(ttl))
+            input.insert({"22007", "22008", "22015"});
+        if (interval_input_error(wait))
+            input.insert({"22007"});
+        Expect expect = Expect::ok();
+        int granted = -1;  // a token (1) or NULL (0) is due; -1: not known
+        if (!input.empty())
+            expect = Expect{false, input};
+        else if (auto e = in_session ? session_null_error(sess) : identifier_error(name))
+            expect = *e;
+        else if (auto e = in_session ? identifier_error(name) : identifier_error(owner))
+            expect = *e;
+        else if (auto e = permits_error(p))
+            expect = *e;
+        else if (auto e = in_session ? std::nullopt : ttl_error(ttl, false)) {
+            expect = *e;
+            if (ttl.kind == Interval::overflow || ttl.kind == Interval::maybe)
+                if (auto w = wait_error(wait))  // a ttl too far off for the clock fails after wait's checks
+                    expect.states.insert(w->states.begin(), w->states.end());
+        } else if (auto e = wait_error(wait))
+            expect = *e;
+        else if (auto e = in_session ? session_error(conn, sess) : std::nullopt)
+            expect = *e;
+        else {
+            const auto [error, grant] =
+                holder_grant_outcome(conn, name_state(*name.value), true, std::stoi(*p.value),
+                                     in_session ? sess.owner : *owner.value, in_session ? sess.id_number : 0);
+            if (error)
+                expect = *error;
+            else
+                granted = grant ? 1 : 0;
+        }
+        const bool read_only = chance(5);
+        if (read_only && input.empty()) {
+            expect = Expect::error({"25006"});
+            granted = -1;
+        }
+        const std::string what =
+            std::string(in_session ? "session_semaphore_acquire(" + describe(sess.id) + ", " : "semaphore_acquire(") +
+            describe(name.value) + (in_session ? "" : ", " + describe(owner.value)) + ", " + describe(p.value) +
+            (in_session ? "" : ", " + describe(ttl.value)) + ", " + describe(wait.value) + ")" +
+            (read_only ? " read only" : "");
+        bool succeeded = false;
+        const std::optional<std::string> value =
+            in_session
+                ? call_checked(conn, what,
+                               "SELECT lease.session_semaphore_acquire($1::bigint, $2::text, $3::int, $4::interval)",
+                               {sess.id, name.value, p.value, wait.value}, expect, read_only, &succeeded)
+                : call_checked(conn, what,
+                               "SELECT lease.semaphore_acquire($1::text, $2::text, $3::int, $4::interval, $5::interval)",
+                               {name.value, owner.value, p.value, ttl.value, wait.value}, expect, read_only,
+                               &succeeded);
+        check_grant_value(what, value, succeeded, granted);
+        ++holder_calls_;
+    }
+
+    // lease.lease_acquire_shared(name, owner, ttl, wait), or
+    // lease.session_acquire_shared(session, name, wait).
+    void fuzz_shared()
+    {
+        const bool in_session = chance(25);
+        Session sess = session();
+        const bool clean = chance(40);
+        const Text name = clean ? clean_holder_name() : holder_identifier(), owner = clean ? clean_owner() : identifier();
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
+        Connection& conn = actor();
+        std::set<std::string> input;
+        for (const Text* t : {&name, &owner})
+            if (t->kind == Kind::malformed && (t == &name || !in_session))
+                input.insert("22021");
+        if (!in_session && interval_input_error(ttl))
+            input.insert({"22007", "22008", "22015"});
+        if (interval_input_error(wait))
+            input.insert({"22007"});
+        Expect expect = Expect::ok();
+        int granted = -1;  // a token (1) or NULL (0) is due; -1: not known
+        if (!input.empty())
+            expect = Expect{false, input};
+        else if (auto e = in_session ? session_null_error(sess) : identifier_error(name))
+            expect = *e;
+        else if (auto e = in_session ? identifier_error(name) : identifier_error(owner))
+            expect = *e;
+        else if (auto e = in_session ? std::nullopt : ttl_error(ttl, false)) {
+            expect = *e;
+            if (ttl.kind == Interval::overflow || ttl.kind == Interval::maybe)
+                if (auto w = wait_error(wait))
+                    expect.states.insert(w->states.begin(), w->states.end());
+        } else if (auto e = wait_error(wait))
+            expect = *e;
+        else if (auto e = in_session ? session_error(conn, sess) : std::nullopt)
+            expect = *e;
+        else {
+            const auto [error, grant] = holder_grant_outcome(conn, name_state(*name.value), false, 0,
+                                                             in_session ? sess.owner : *owner.value,
+                                                             in_session ? sess.id_number : 0);
+            if (error)
+                expect = *error;
+            else
+                granted = grant ? 1 : 0;
+        }
+        const bool read_only = chance(5);
+        if (read_only && input.empty()) {
+            expect = Expect::error({"25006"});
+            granted = -1;
+        }
+        const std::string what =
+            std::string(in_session ? "session_acquire_shared(" + describe(sess.id) + ", " : "lease_acquire_shared(") +
+            describe(name.value) + (in_session ? "" : ", " + describe(owner.value) + ", " + describe(ttl.value)) +
+            ", " + describe(wait.value) + ")" + (read_only ? " read only" : "");
+        bool succeeded = false;
+        const std::optional<std::string> value =
+            in_session ? call_checked(conn, what, "SELECT lease.session_acquire_shared($1::bigint, $2::text, $3::interval)",
+                                      {sess.id, name.value, wait.value}, expect, read_only, &succeeded)
+                       : call_checked(conn, what,
+                                      "SELECT lease.lease_acquire_shared($1::text, $2::text, $3::interval, $4::interval)",
+                                      {name.value, owner.value, ttl.value, wait.value}, expect, read_only, &succeeded);
+        check_grant_value(what, value, succeeded, granted);
+        ++holder_calls_;
+    }
+
+    // A text[] argument and what the contract says about it.
+    struct Names {
+        Param value;     // the array literal
+        std::optional<std::string> error;  // 22004, 22023 (before the later arguments), 22021 (input)
+        bool duplicates = false;           // 22023, raised after the later arguments' checks
+        std::vector<std::string> names;    // when valid
+        std::string label;
+    };
+
+    static std::string array_literal(const std::vector<std::optional<std::string>>& elements)
+    {
+        std::string out = "{";
+        for (size_t i = 0; i < elements.size(); ++i) {
+            out += i ? "," : "";
+            if (!elements[i]) {
+                out += "NULL";
+                continue;
+            }
+            out += '"';
+            for (char c : *elements[i]) {
+                if (c == '"' || c == '\\')
+                    out += '\\';
+                out += c;
+            }
+            out += '"';
+        }
+        return out + "}";
+    }
+
+    Names names_array(bool plain_pool)
+    {
+        std::vector<std::string> some;
+        const int n = 1 + pick(3);
+        std::set<std::string> seen;
+        for (int i = 0; i < n; ++i) {
+            // Session forms keep off the plain pool (the oracle of the calls
+            // above reads plain grants as lease.leases has them) and mostly
+            // to names of their own (a session's grants last as it does).
+            const std::string candidate =
+                !plain_pool && chance(70) ? session_all_names_[pick(static_cast<int>(session_all_names_.size()))]
+                : chance(60)              ? all_names_[pick(static_cast<int>(all_names_.size()))]
+                : chance(50) || !plain_pool ? holder_names_[pick(static_cast<int>(holder_names_.size()))]
+                                            : pool_name();
+            if (seen.insert(candidate).second)
+                some.push_back(candidate);
+        }
+        std::vector<std::optional<std::string>> elements(some.begin(), some.end());
+        switch (pick(16)) {
+        case 0:
+            return {std::nullopt, std::string("22004"), false, {}, "NULL"};
+        case 1:
+            return {std::string("{}"), std::string("22023"), false, {}, "empty"};
+        case 2:
+            return {std::string("{{fz:all1,fz:all2},{fz:all3,fz:x}}"), std::string("22023"), false, {}, "2-D"};
+        case 3: {
+            std::vector<std::optional<std::string>> many;
+            for (int i = 0; i < 1001; ++i)
+                many.push_back("fz:many:" + std::to_string(i));
+            return {array_literal(many), std::string("22023"), false, {}, "1001 names"};
+        }
+        case 4: {
+            elements.insert(elements.begin() + pick(static_cast<int>(elements.size()) + 1), std::nullopt);
+            return {array_literal(elements), std::string("22004"), false, {}, "a NULL element"};
+        }
+        case 5: {
+            elements.push_back(std::string());
+            return {array_literal(elements), std::string("22023"), false, {}, "an empty element"};
+        }
+        case 6: {
+            elements.insert(elements.begin(), std::string(256, 'n'));
+            return {array_literal(elements), std::string("22023"), false, {}, "a 256-byte element"};
+        }
+        case 7: {
+            elements.push_back(std::string("bad\xff"));
+            return {array_literal(elements), std::string("22021"), false, {}, "invalid UTF-8"};
+        }
+        case 8:
+        case 9: {
+            elements.push_back(elements[pick(static_cast<int>(elements.size()))]);
+            return {array_literal(elements), std::nullopt, true, {}, "duplicates"};
+        }
+        case 10: {
+            // 1000 names, the limit, with the last one NULL: 22004 proves the
+            // count was accepted (it is checked first) without granting 1000
+            // leases, which would slow every later fingerprint.
+            std::vector<std::optional<std::string>> many;
+            for (int i = 0; i < 999; ++i)
+                many.push_back("fz:many:" + std::to_string(i));
+            many.push_back(std::nullopt);
+            return {array_literal(many), std::string("22004"), false, {}, "1000 names, the last NULL"};
+        }
+        default:
+            return {array_literal(elements), std::nullopt, false, some, "names"};
+        }
+    }
+
+    // lease.lease_acquire_all(names, owner, ttl, wait), or
+    // lease.session_acquire_all(session, names, wait).
+    void fuzz_acquire_all()
+    {
+        const bool in_session = chance(25);
+        Session sess = session();
+        const bool clean = chance(40);
+        Names names = names_array(!in_session);
+        while (clean && (names.error || names.duplicates))
+            names = names_array(!in_session);
+        const Text owner = clean ? clean_owner() : identifier();
+        const Interval ttl = clean ? clean_ttl() : holder_ttl(), wait = clean ? clean_wait() : wait_interval();
+        if (clean)  // the app's live session: every connection acts for it
+            sess = {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
+        Connection& conn = actor();
+        std::set<std::string> input;
+        if (names.error == std::optional<std::string>("22021"))
+            input.insert("22021");
+        if (!in_session && owner.kind == Kind::malformed)
+            input.insert("22021");
+        if (!in_session && interval_input_error(ttl))
+            input.insert({"22007", "22008", "22015"});
+        if (interval_input_error(wait))
+            input.insert({"22007"});
+        Expect expect = Expect::ok();
+        int granted = -1;  // a token (1) or NULL (0) is due; -1: not known
+        // After names: the later arguments, then (for the session form) the
+        // session, then duplicates.
+        std::optional<Expect> later;
+        if (auto e = in_session ? std::nullopt : identifier_error(owner))
+            later = e;
+        else if (auto e = in_session ? std::nullopt : ttl_error(ttl, false)) {
+            later = e;
+            if (ttl.kind == Interval::overflow || ttl.kind == Interval::maybe)
+                if (auto w = wait_error(wait))
+                    later->states.insert(w->states.begin(), w->states.end());
+        } else if (auto e = wait_error(wait))
+            later = e;
+        else if (auto e = in_session ? session_error(conn, sess) : std::nullopt)
+            later = e;
+        if (!input.empty())
+            expect = Expect{false, input};
+        else if (auto e = in_session ? session_null_error(sess) : std::nullopt)
+            expect = *e;
+        else if (names.error)
+            expect = Expect::error({*names.error});
+        else if (later) {
+            expect = *later;
+            if (names.duplicates) {
+                // Which of two bad arguments wins is not documented here:
+                // either error is right, success is not.
+                expect.success = false;
+                expect.also({"22023"});
+            }
+        } else if (names.duplicates)
+            expect = Expect::error({"22023"});
+        else {
+            // Granted in name order (bytes), each exclusively; the first
+            // name that cannot be granted decides.
+            std::vector<std::string> ordered = names.names;
+            std::sort(ordered.begin(), ordered.end());
+            const std::string who = in_session ? sess.owner : *owner.value;
+            granted = 1;
+            for (const std::string& n : ordered) {
+                const NameState st = name_state(n);
+                if (st.exclusive_live && st.exclusive_owner != who) {
+                    granted = 0;
+                    break;
+                }
+                if (st.exclusive_live && !acts_for(conn, st.exclusive_role)) {
+                    expect = Expect::error({"42501"});
+                    granted = -1;
+                    break;
+                }
+                if (!st.holders.empty() && st.holders.front().mode == "semaphore") {
+                    expect = Expect::error({"22023"});
+                    granted = -1;
+                    break;
+                }
+                if (!st.holders.empty()) {
+                    granted = 0;
+                    break;
+                }
+            }
+        }
+        const bool read_only = chance(5);
+        if (read_only && input.empty()) {
+            expect = Expect::error({"25006"});
+            granted = -1;
+        }
+        const std::string what = std::string(in_session ? "session_acquire_all(" + describe(sess.id) + ", "
+                                                        : "lease_acquire_all(") +
+                                 names.label + " " + describe(names.value) +
+                                 (in_session ? "" : ", " + describe(owner.value) + ", " + describe(ttl.value)) + ", " +
+                                 describe(wait.value) + ")" + (read_only ? " read only" : "");
+        bool succeeded = false;
+        const std::optional<std::string> value =
+            in_session ? call_checked(conn, what, "SELECT lease.session_acquire_all($1::bigint, $2::text[], $3::interval)",
+                                      {sess.id, names.value, wait.value}, expect, read_only, &succeeded)
+                       : call_checked(conn, what,
+                                      "SELECT lease.lease_acquire_all($1::text[], $2::text, $3::interval, $4::interval)",
+                                      {names.value, owner.value, ttl.value, wait.value}, expect, read_only,
+                                      &succeeded);
+        if (succeeded && granted >= 0 && (granted == 1) != value.has_value())
+            mismatch(what, value ? "tokens " + value->substr(0, 80) : std::string("NULL"),
+                     Expect{true, {granted == 1 ? "(tokens)" : "(NULL)"}});
+        if (succeeded && last_committed_ && value && granted == 1) {
+            // Aligned with names: token i is the live grant of names[i] now.
+            const Outcome aligned = observer_->execute(
+                "SELECT count(*) FROM unnest($1::text[], $2::bigint[]) AS a (name, token)"
+                "  JOIN lease.leases l USING (name) WHERE l.token = a.token AND l.owner IS NOT NULL",
+                {names.value, value});
+            if (!aligned.ok() || aligned.get() != std::optional<std::string>(std::to_string(names.names.size())))
+                mismatch(what, "tokens " + value->substr(0, 80) + " not aligned with the names (" +
+                                   aligned.get().value_or(aligned.message()) + " match)",
+                         Expect::ok());
+        }
+        ++holder_calls_;
+    }
+
+    // A jsonb value and what it renders to.
+    struct Value {
+        Param value;
+        enum { ok, null, too_big, malformed } kind;
+        std::string label;
+    };
+    Value json_value()
+    {
+        switch (pick(10)) {
+        case 0:
+            return {std::nullopt, Value::null, "NULL"};
+        case 1:  // exactly 8000 bytes as text: the quotes and 7998 characters
+            return {"\"" + std::string(7998, 'v') + "\"", Value::ok, "8000 bytes"};
+        case 2:
+            return {"\"" + std::string(7999, 'v') + "\"", Value::too_big, "8001 bytes"};
+        case 3:
+            return {"\"" + std::string(1 << 20, 'v') + "\"", Value::too_big, "1 MB"};
+        case 4:
+            return {std::string("{\"addr\": "), Value::malformed, "malformed"};
+        case 5:
+            return {std::string("null"), Value::ok, "JSON null"};
+        default:
+            return {"{\"addr\": \"10.0.0." + std::to_string(pick(255)) + ":5432\", \"role\": \"leader\"}", Value::ok,
+                    "address"};
+        }
+    }
+
+    // A token for calls on a multi-holder name: a live holder's (of the
+    // name or of another), the name's latest, stale ones and extremes.
+    Token holder_token(const std::string& name)
+    {
+        const auto number = [](long long v) { return Token{std::to_string(v), Token::number, v}; };
+        switch (pick(10)) {
+        case 0:
+        case 1:
+        case 2: {
+            const Outcome o = observer_->execute(
+                "SELECT token FROM lease.holders WHERE name = $1::text ORDER BY pg_catalog.random() LIMIT 1",
+                {Param(name)});
+            if (o.ok() && o.get())
+                return number(std::stoll(*o.get()));
+            return token(name);
+        }
+        case 3: {  // foreign: another name's holder
+            const Outcome o = observer_->execute(
+                "SELECT token FROM lease.holders WHERE name <> $1::text ORDER BY pg_catalog.random() LIMIT 1",
+                {Param(name)});
+            if (o.ok() && o.get())
+                return number(std::stoll(*o.get()));
+            return number(LLONG_MAX);
+        }
+        default:
+            return token(name);
+        }
+    }
+
+    // Is token a live grant of name (its exclusive grant or a holder), and
+    // whose role holds it?
+    std::optional<std::string> live_grant_role(const NameState& st, long long token)
+    {
+        if (st.exclusive_live && st.exclusive_token == token)
+            return st.exclusive_role;
+        for (const HolderRow& h : st.holders)
+            if (h.token == token)
+                return h.role;
+        return std::nullopt;
+    }
+
+    // lease.lease_set_value(name, token, value): true for a live grant's
+    // token (exclusive or a holder's), false and nothing changed otherwise.
+    void fuzz_set_value()
+    {
+        const Text name = chance(70) ? holder_identifier() : identifier();
+        const Token tok = holder_token(name.value.value_or(""));
+        const Value v = json_value();
+        Connection& conn = actor();
+        std::set<std::string> input;
+        if (name.kind == Kind::malformed)
+            input.insert("22021");
+        if (tok.kind == Token::malformed)
+            input.insert({"22003", "22P02"});
+        if (v.kind == Value::malformed)
+            input.insert("22P02");
+        Expect expect = Expect::ok();
+        int set = -1;  // true (1) or false (0) is due; -1: not known
+        if (!input.empty())
+            expect = Expect{false, input};
+        else if (auto e = identifier_error(name))
+            expect = *e;
+        else if (auto e = token_error(tok))
+            expect = *e;
+        else if (v.kind == Value::null)
+            expect = Expect::error({"22004"});
+        else if (v.kind == Value::too_big)
+            expect = Expect::error({"22023"});
+        else {
+            const std::optional<std::string> role = live_grant_role(name_state(*name.value), tok.number_value);
+            if (role && !acts_for(conn, *role))
+                expect = Expect::error({"42501"});
+            else
+                set = role.has_value() ? 1 : 0;
+        }
+        const bool read_only = chance(5);
+        if (read_only && input.empty()) {
+            expect = Expect::error({"25006"});
+            set = -1;
+        }
+        const std::string what = "lease_set_value(" + describe(name.value) + ", " + describe(tok.value) + ", " +
+                                 v.label + ")" + (read_only ? " read only" : "");
+        const std::string before = fingerprint();
+        bool succeeded = false;
+        const std::optional<std::string> value =
+            call_checked(conn, what, "SELECT lease.lease_set_value($1::text, $2::bigint, $3::jsonb)",
+                         {name.value, tok.value, v.value}, expect, read_only, &succeeded);
+        if (succeeded && set >= 0 && value != std::optional<std::string>(set == 1 ? "t" : "f"))
+            mismatch(what, value.value_or("NULL"), Expect{true, {set == 1 ? "(true)" : "(false)"}});
+        if (succeeded && value == std::optional<std::string>("f"))
+            note_unchanged(what + " -> false", before);
+        if (succeeded && last_committed_ && value == std::optional<std::string>("t") && v.value) {
+            // The value is published where lease.leader shows it.
+            const Outcome shown = observer_->execute(
+                "SELECT count(*) FROM lease.leader($1::text) WHERE token = $2::bigint AND value = $3::jsonb",
+                {name.value, tok.value, v.value});
+            if (shown.get() != std::optional<std::string>("1"))
+                mismatch(what, "lease.leader does not show the value (" + shown.get().value_or(shown.message()) + ")",
+                         Expect::ok());
+        }
+        ++holder_calls_;
+    }
+
+    // lease.leader(name): one row per live holder, one for a live exclusive
+    // grant, none when nobody holds it.
+    void fuzz_leader()
+    {
+        const Text name = chance(70) ? holder_identifier() : identifier();
+        Connection& conn = actor();
+        Expect expect = Expect::ok();
+        if (name.kind == Kind::malformed)
+            expect = Expect::error({"22021"});
+        else if (name.kind == Kind::null)
+            expect = Expect::error({"22004"});
+        else if (name.kind == Kind::empty || name.kind == Kind::too_long)
+            expect.also({"22023"});  // no name holds it: no row, or refused as a name
+        const bool read_only = chance(20);  // it only reads
+        const std::string what = "leader(" + describe(name.value) + ")" + (read_only ? " read only" : "");
+        bool succeeded = false;
+        std::optional<std::string> rows;
+        std::optional<long> due;
+        if (expect.success && name.kind == Kind::valid) {
+            const NameState st = name_state(*name.value);
+            due = st.exclusive_live ? 1 : static_cast<long>(st.holders.size());
+        }
+        rows = call_checked(conn, what, "SELECT count(*) FROM lease.leader($1::text)", {name.value}, expect,
+                            read_only, &succeeded);
+        if (chance(20)) {
+            // lease.waiters only reads, in any transaction; nobody waits here.
+            bool read = false;
+            const std::optional<std::string> waiting =
+                call_checked(conn, std::string("waiters(") + (read_only ? ") read only" : ")"),
+                             "SELECT count(*) FROM lease.waiters WHERE pid <> pg_catalog.pg_backend_pid()", {},
+                             Expect::ok(), read_only, &read);
+            if (read && waiting != std::optional<std::string>("0"))
+                mismatch("lease.waiters", waiting.value_or("NULL") + " rows", Expect{true, {"(0 rows)"}});
+        }
+        if (succeeded && due && rows != std::optional<std::string>(std::to_string(*due)))
+            mismatch(what, rows.value_or("NULL") + " rows", Expect{true, {"(" + std::to_string(*due) + " rows)"}});
+        ++holder_calls_;
+    }
+
+    // lease_heartbeat, lease_release, fenced_write, the fence trigger and
+    // lease_revoke with a holder's token (or another) on a multi-holder name.
+    void fuzz_holder_token_calls()
+    {
+        // The multi-holder names, and those lease_acquire_all grants (whose
+        // grants stay held for an hour unless released or revoked here).
+        const std::string name = chance(70) ? holder_names_[pick(static_cast<int>(holder_names_.size()))]
+                                            : all_names_[pick(static_cast<int>(all_names_.size()))];
+        const Token tok = holder_token(name);
+        Connection& conn = actor();
+        const NameState st = name_state(name);
+        const std::optional<std::string> role =
+            tok.kind == Token::number ? live_grant_role(st, tok.number_value) : std::nullopt;
+        const bool read_only = chance(5);
+        const int op = pick(5);
+        std::string what;
+        Expect expect = Expect::ok();
+        std::optional<std::string> due;  // the value due on success
+        std::string sql;
+        std::vector<Param> params = {Param(name), tok.value};
+        if (tok.kind == Token::malformed)
+            expect = Expect::error({"22003", "22P02"});
+        switch (op) {
+        case 0:
+        case 1:
+            what = std::string(op == 0 ? "lease_heartbeat" : "lease_release") + "(" + describe(name) + ", " +
+                   describe(tok.value) + ") of a holder name";
+            sql = std::string("SELECT lease.") + (op == 0 ? "lease_heartbeat" : "lease_release") + "($1::text, $2::bigint)";
+            if (tok.kind == Token::malformed)
+                break;
+            if (read_only)  // before any argument is looked at
+                expect = Expect::error({"25006"});
+            else if (tok.kind == Token::null)
+                expect = Expect::error({"22004"});
+            else if (role && !acts_for(conn, *role))
+                expect = Expect::error({"42501"});
+            else
+                due = role ? "t" : "f";
+            break;
+        case 2:
+            what = "fenced_write(" + describe(name) + ", " + describe(tok.value) + ") of a holder name";
+            sql = "SELECT lease.fenced_write($1::text, $2::bigint)";
+            if (tok.kind == Token::malformed)
+                break;
+            if (tok.kind == Token::null)
+                expect = Expect::error({"22004"});
+            else if (!role)
+                expect = Expect::error({"LF001"});
+            break;
+        case 3:
+            what = "fenced INSERT (" + describe(name) + ", " + describe(tok.value) + ") of a holder name";
+            sql = "INSERT INTO public.fz_leak (k, fence_token) VALUES ($1, $2::bigint)";
+            if (tok.kind == Token::malformed)
+                break;
+            if (read_only)
+                expect = Expect::error({"25006"});
+            else if (tok.kind == Token::null || !role)
+                expect = Expect::error({"LF001"});
+            break;
+        default: {
+            // Only an admin revokes; it ends every holder of the name.
+            const bool as_app = chance(30);
+            what = "lease_revoke(" + describe(name) + ") of a holder name" + (as_app ? " as fuzz_app" : "");
+            sql = "SELECT lease.lease_revoke($1::text)";
+            params = {Param(name)};
+            expect = as_app ? Expect::error({"42501"}) : read_only ? Expect::error({"25006"}) : Expect::ok();
+            bool succeeded = false;
+            const std::optional<std::string> value =
+                call_checked(as_app ? *app_ : *super_, what + (read_only ? " read only" : ""), sql, params, expect,
+                             read_only, &succeeded);
+            if (succeeded && value)
+                check_grant_value(what, value, true, true);
+            if (succeeded && last_committed_) {
+                const NameState after = name_state(name);
+                if (!after.holders.empty() || after.exclusive_live)
+                    mismatch(what, std::to_string(after.holders.size()) + " holders still live after it",
+                             Expect::ok());
+            }
+            ++holder_calls_;
+            return;
+        }
+        }
+        what += read_only ? " read only" : "";
+        bool succeeded = false;
+        const std::string before = fingerprint();
+        const std::optional<std::string> value =
+            call_checked(conn, what, sql, params, expect, read_only, &succeeded);
+        if (succeeded && due && value != due)
+            mismatch(what, value.value_or("NULL"), Expect{true, {"(" + *due + ")"}});
+        if (succeeded && last_committed_ && op == 1 && value == std::optional<std::string>("t")) {
+            for (const HolderRow& h : name_state(name).holders)
+                if (h.token == tok.number_value)
+                    mismatch(what, "the holder is still live after its release", Expect::ok());
+        }
+        if (succeeded && op <= 1 && value == std::optional<std::string>("f"))
+            note_unchanged(what + " -> false", before);
+        ++holder_calls_;
+    }
+
+    // ---- sessions for the session forms ----------------------------------------
+    struct Session {
+        Param id;
+        long long id_number = 0;
+        enum { live_super, live_app, closed, missing, null } kind;
+        std::string owner;
+    };
+    long long session_super_ = 0, session_app_ = 0, session_closed_ = 0;
+
+    void open_sessions()
+    {
+        session_super_ = std::stoll(super_->execute("SELECT lease.session_open('fz-sess-super', '1 hour')").get().value_or("0"));
+        session_app_ = std::stoll(app_->execute("SELECT lease.session_open('fz-sess-app', '1 hour')").get().value_or("0"));
+        session_closed_ = std::stoll(app_->execute("SELECT lease.session_open('fz-sess-closed', '1 hour')").get().value_or("0"));
+        app_->execute("SELECT lease.session_close($1::bigint)", {Param(std::to_string(session_closed_))});
+    }
+
+    Session session()
+    {
+        switch (pick(10)) {
+        case 0:
+            return {std::nullopt, 0, Session::null, ""};
+        case 1:
+            return {std::to_string(session_closed_), session_closed_, Session::closed, "fz-sess-closed"};
+        case 2:
+            return {std::string("-1"), -1, Session::missing, ""};
+        case 3:
+        case 4:
+        case 5:
+            return {std::to_string(session_super_), session_super_, Session::live_super, "fz-sess-super"};
+        default:
+            return {std::to_string(session_app_), session_app_, Session::live_app, "fz-sess-app"};
+        }
+    }
+
+    static std::optional<Expect> session_null_error(const Session& s)
+    {
+        if (s.kind == Session::null)
+            return Expect::error({"22004"});
+        return std::nullopt;
+    }
+
+    // After the arguments: a session that is closed or never was is LF003; a
+    // live one of another role is 42501.
+    std::optional<Expect> session_error(const Connection& conn, const Session& s)
+    {
+        if (s.kind == Session::closed || s.kind == Session::missing)
+            return Expect::error({"LF003"});
+        if (s.kind == Session::live_super && &conn == app_.get())
+            return Expect::error({"42501"});
+        return std::nullopt;
+    }
+
+    // A call that must leave lease state as it was (returned false).
+    void note_unchanged(const std::string& what, const std::string& before)
+    {
+        const std::string after = fingerprint();
+        if (after != before && state_changes_.size() < 10)
+            state_changes_.push_back(what + ": " + before + " -> " + after);
+        state_change_count_ += after != before;
+        ++unchanged_checked_;
+    }
+
+    // call(), also telling whether it succeeded.
+    std::optional<std::string> call_checked(Connection& conn, const std::string& what, const std::string& sql,
+                                            const std::vector<Param>& params, const Expect& expect, bool read_only,
+                                            bool* succeeded)
+    {
+        const long before = successes_;
+        const std::optional<std::string> value = call(conn, what, sql, params, expect, read_only);
+        *succeeded = successes_ > before;
+        // What the calls of each function came to, to show the oracle's
+        // cases were all reached: fn:token, fn:NULL, fn:t, fn:f or fn:SQLSTATE.
+        const std::string fn = what.substr(0, what.find('('));
+        std::string outcome = *succeeded ? (value ? (*value == "t" || *value == "f" ? *value : "value") : "NULL")
+                                         : last_state_;
+        ++coverage_[fn + ":" + outcome];
+        return value;
+    }
+
+    long holder_calls_ = 0, unchanged_checked_ = 0;
+    bool last_committed_ = false;
+    std::string last_state_;
+    std::map<std::string, long> coverage_;
+    std::map<std::string, long> mismatches_by_call_;
+
     // ---- phases ----------------------------------------------------------------
     void sequential_phase()
     {
@@ -1038,8 +1993,27 @@ private:
             super_->execute("SELECT lease.lease_acquire($1::text, 'fuzz-owner', '1 hour')", {Param(n)});
         max_token_ = std::stoll(observer_->execute("SELECT last_value FROM lease.fencing_token_seq").get().value_or("0"));
 
+        open_sessions();
         for (int i = 0; i < options_.iterations; ++i) {
-            switch (pick(9)) {
+            switch (pick(15)) {
+            case 9:
+                fuzz_semaphore();
+                break;
+            case 10:
+                fuzz_shared();
+                break;
+            case 11:
+                fuzz_acquire_all();
+                break;
+            case 12:
+                fuzz_set_value();
+                break;
+            case 13:
+                fuzz_leader();
+                break;
+            case 14:
+                fuzz_holder_token_calls();
+                break;
             case 0:
                 fuzz_acquire();
                 break;
@@ -1077,7 +2051,36 @@ private:
                   << static_cast<int>(seconds) << " s: " << successes_ << " succeeded, " << errors_
                   << " errors by SQLSTATE: " << states << "\n";
 
+        std::string outcomes;
+        for (const auto& [k, n] : coverage_)
+            outcomes += k + "=" + std::to_string(n) + " ";
+        std::cout << "# semaphores, shared, all-or-none, values: " << holder_calls_ << " calls; "
+                  << unchanged_checked_ << " that returned false checked for no change; outcomes: " << outcomes
+                  << "\n";
+        // The oracle's cases were reached: grants and refusals, each error.
+        static const std::vector<std::string> due = {
+            "semaphore_acquire:value", "semaphore_acquire:NULL", "semaphore_acquire:22004",
+            "semaphore_acquire:22023", "semaphore_acquire:25006", "session_semaphore_acquire:value",
+            "session_semaphore_acquire:LF003", "lease_acquire_shared:value", "lease_acquire_shared:NULL",
+            "lease_acquire_shared:22023", "session_acquire_shared:value", "lease_acquire_all:value",
+            "lease_acquire_all:NULL", "lease_acquire_all:22004", "lease_acquire_all:22023",
+            "lease_acquire_all:22021", "session_acquire_all:value", "lease_set_value:t", "lease_set_value:f",
+            "lease_set_value:22004", "lease_set_value:22023", "leader:value", "lease_heartbeat:t",
+            "lease_heartbeat:f", "lease_release:t", "fenced_write:LF001", "fenced INSERT :LF001",
+            "lease_revoke:value", "waiters:value"};
+        std::string missing;
+        for (const std::string& k : due)
+            if (!coverage_.count(k))
+                missing += k + " ";
+        report.check(missing.empty(), "the new functions' calls reached every outcome the oracle tells apart "
+                                      "(grant, NULL, true/false, each SQLSTATE): " +
+                                          std::to_string(holder_calls_) + " calls",
+                     "never reached: " + missing);
+
         std::string list;
+        for (const auto& [fn, n] : mismatches_by_call_)
+            list += (list.empty() ? "by call: " : ", ") + fn + " " + std::to_string(n);
+        list += list.empty() ? "" : "\nfirst ones:\n";
         for (const std::string& m : mismatch_list_)
             list += m + "\n";
         report.check(mismatches_ == 0, "every one of " + std::to_string(calls_) +
@@ -1179,7 +2182,7 @@ private:
                 while (std::chrono::steady_clock::now() < deadline) {
                     const std::string name = r(20) ? names[r(3)] : std::string(r(2) ? 256 : 0, 'z');
                     Outcome o;
-                    switch (r(7)) {
+                    switch (r(11)) {
                     case 0:
                         o = c.execute("SELECT lease.lease_acquire($1::text, $2::text, $3::interval)",
                                       {Param(name), Param("o" + std::to_string(r(3))), Param(ttls[r(5)])});
@@ -1208,6 +2211,29 @@ private:
                     case 5:
                         o = c.execute("SELECT lease.fenced_write($1::text, $2::bigint)",
                                       {Param(name), Param(std::to_string(mine))});
+                        break;
+                    case 7:  // a semaphore, shared grants and all-or-none on the same names
+                        o = c.execute("SELECT lease.semaphore_acquire($1::text, $2::text, $3::int, $4::interval)",
+                                      {Param(name), Param("o" + std::to_string(r(3))),
+                                       Param(std::to_string(r(3))), Param(ttls[r(5)])});
+                        if (o.ok() && o.get())
+                            mine = std::stoll(*o.get());
+                        break;
+                    case 8:
+                        o = c.execute("SELECT lease.lease_acquire_shared($1::text, $2::text, $3::interval)",
+                                      {Param(name), Param("o" + std::to_string(r(3))), Param(ttls[r(5)])});
+                        if (o.ok() && o.get())
+                            mine = std::stoll(*o.get());
+                        break;
+                    case 9:
+                        o = c.execute("SELECT lease.lease_acquire_all($1::text[], $2::text, $3::interval)",
+                                      {Param(r(2) ? "{fz:c0,fz:c1}" : "{fz:c2,fz:c1,fz:c0}"),
+                                       Param("o" + std::to_string(r(3))), Param(ttls[r(5)])});
+                        break;
+                    case 10:
+                        o = c.execute("SELECT lease.lease_set_value($1::text, $2::bigint, $3::jsonb)",
+                                      {Param(name), Param(std::to_string(mine)),
+                                       Param(r(2) ? "{\"addr\": \"x\"}" : "\"" + std::string(9000, 'v') + "\"")});
                         break;
                     default:
                         o = c.execute("SELECT lease.lease_acquire($1::text, 'o', '1 hour')",

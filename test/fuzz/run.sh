@@ -2,7 +2,8 @@
 # test/fuzz/run.sh [fuzz options...]: the API fuzzer (docs/reference.md, "Errors"). Builds
 # test/fuzz/fuzz.cpp (C++17, libpq), starts a throwaway cluster of its own
 # (scripts/lib.sh; port LEASE_TEST_PORT, default 54365) and calls every
-# function of the extension with random and hostile arguments, sequentially
+# function of the extension (semaphores, shared leases, all-or-none grants and
+# leader values included) with random and hostile arguments, sequentially
 # against an oracle, then on one connection for memory growth, then from
 # several connections at once. See the header of fuzz.cpp.
 #
