@@ -98,6 +98,7 @@ SELECT (SELECT token FROM lease.leases WHERE name = 'acct:2') = t('all') AS firs
 SELECT lease.lease_acquire_all(ARRAY['acct:3', 'acct:1'], 'other', '1 minute') IS NULL AS none_granted;
 SELECT count(*) AS acct3_rows FROM lease.leases WHERE name = 'acct:3' AND owner IS NOT NULL;
 SELECT lease.lease_acquire_all(ARRAY['acct:1', 'acct:1'], 'x');
+SELECT lease.lease_acquire_all(ARRAY['acct:1', 'acct:1'], NULL);
 SELECT lease.lease_acquire_all(ARRAY['acct:1', NULL], 'x');
 SELECT lease.lease_acquire_all(ARRAY[]::text[], 'x');
 SELECT lease.lease_acquire_all(NULL, 'x');
@@ -127,6 +128,8 @@ SELECT event, owner FROM lease.history WHERE name = 'leader' ORDER BY at;
 SELECT lease.lease_set_value('nightly', keep('j2', lease.semaphore_acquire('nightly', 'w9', 2)), '"w9"') AS published;
 SELECT owner, value FROM lease.leader('nightly');
 SELECT count(*) AS nobody FROM lease.leader('nobody-holds-this');
+SELECT * FROM lease.leader('');
+SELECT * FROM lease.leader(NULL);
 
 -- 9. Sessions take every primitive; closing one ends its permits and shared grants.
 SELECT lease.session_open('worker-1', '1 minute') AS sid \gset

@@ -15,6 +15,8 @@
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
 
+#include <algorithm>
+
 namespace {
 
 // A wait: 22004 when NULL, 22023 when negative, in microseconds.
@@ -508,6 +510,16 @@ const text** names_arg(FunctionCallInfo fcinfo, int argno, int* count)
         names[i] = DatumGetTextPP(elements[i]);
         lease::require_identifier("lease name", VARSIZE_ANY_EXHDR(names[i]));
     }
+    // Duplicates: in a sorted copy, neighbours.
+    const text** sorted = static_cast<const text**>(palloc(sizeof(text*) * (*count)));
+    memcpy(sorted, names, sizeof(text*) * (*count));
+    std::sort(sorted, sorted + *count,
+              [](const text* x, const text* y) { return lease::compare_name_bytes(x, y) < 0; });
+    for (int i = 1; i < *count; ++i)
+        if (lease::compare_name_bytes(sorted[i - 1], sorted[i]) == 0)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("names lists \"%s\" more than once", text_to_cstring(sorted[i]))));
+    pfree(sorted);
     return names;
 }
 

@@ -456,16 +456,19 @@ bool acquire(const Want& want, int64 wait, bool nonatomic)
 
 int compare_names(const void* a, const void* b)
 {
-    const text* x = static_cast<const GrantRequest*>(a)->name;
-    const text* y = static_cast<const GrantRequest*>(b)->name;
+    return compare_name_bytes(static_cast<const GrantRequest*>(a)->name, static_cast<const GrantRequest*>(b)->name);
+}
+
+}  // namespace
+
+int compare_name_bytes(const text* x, const text* y)
+{
     const int common = static_cast<int>(std::min(VARSIZE_ANY_EXHDR(x), VARSIZE_ANY_EXHDR(y)));
     const int order = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), common);
     if (order != 0)
         return order;
     return static_cast<int>(VARSIZE_ANY_EXHDR(x)) - static_cast<int>(VARSIZE_ANY_EXHDR(y));
 }
-
-}  // namespace
 
 int64 grant_locked(const GrantRequest& request, const LeaseState& lease, bool live, TimestampTz now)
 {
@@ -514,10 +517,6 @@ bool acquire_all(const GrantRequest* requests, int count, int64 wait, int64* tok
     GrantRequest* ordered = static_cast<GrantRequest*>(palloc(sizeof(GrantRequest) * count));
     memcpy(ordered, requests, sizeof(GrantRequest) * count);
     qsort(ordered, count, sizeof(GrantRequest), compare_names);
-    for (int i = 1; i < count; ++i)
-        if (compare_names(&ordered[i - 1], &ordered[i]) == 0)
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                            errmsg("names lists \"%s\" more than once", text_to_cstring(ordered[i].name))));
     int64* ordered_tokens = static_cast<int64*>(palloc0(sizeof(int64) * count));
     const Want want = {ordered, count, true, HolderMode::shared, 0, ordered_tokens};
     if (!acquire(want, wait, false))

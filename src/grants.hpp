@@ -34,6 +34,9 @@ bool acquire_lease(const GrantRequest& request, int64 wait, bool nonatomic, int6
 // The same for a shared grant, or one of a semaphore's permits (1-10,000).
 bool acquire_holder(const GrantRequest& request, HolderMode mode, int32 permits, int64 wait, int64* token);
 
+// The one order of names for several at once: by their bytes.
+int compare_name_bytes(const text* x, const text* y);
+
 // Grants every one of count leases (distinct names) or none; tokens[i] is
 // requests[i]'s. Names are locked and granted in one order (by their bytes),
 // whatever the order given, so that callers asking overlapping sets never

@@ -1,6 +1,7 @@
 #include "holders.hpp"
 
 #include "access.hpp"
+#include "arguments.hpp"
 #include "events.hpp"
 #include "fence.hpp"
 #include "sessions.hpp"
@@ -205,9 +206,7 @@ Datum leader_rows(FunctionCallInfo fcinfo)
 {
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo* result = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("lease name must not be NULL")));
-    const text* name = PG_GETARG_TEXT_PP(0);
+    const text* name = identifier_arg(fcinfo, 0, "lease name");
     const TimestampTz now = GetCurrentTimestamp();
     const LeaseState lease = read_latest(name);
     TimestampTz expiry;
