@@ -54,13 +54,13 @@ END {
     print "| from → a waiter holds the lease | trials | p50 ms | p90 ms | p99 ms | max ms | target | result |"
     print "|---|---:|---:|---:|---:|---:|---:|---|"
     lat_row("release_to_head", "`lease_release` sent → the longest-waiting of two waiters", "p99 ≤ 10 ms", 10)
-    lat_row("release_to_head_semaphore", "the same with a one-permit semaphore (`semaphore_acquire`)", "p99 ≤ 10 ms", 10)
-    lat_row("release_to_head_shared", "the same, a shared waiter after an exclusive holder (`lease_acquire_shared`)", "p99 ≤ 10 ms", 10)
-    lat_row("release_to_head_all", "the same, a waiter for two names at once (`lease_acquire_all`)", "p99 ≤ 10 ms", 10)
     lat_row("release_sent_to_released_event", "(of which: sent → the release's `lease.history` row)", "", "")
     lat_row("released_event_to_acquired_event", "(of which: → the grant's row: the release commits, the head wakes and retries)", "", "")
     lat_row("acquired_event_to_client", "(of which: → the client has the token: the grant commits, the answer arrives)", "", "")
     lat_row("release_call", "(for scale: the `lease_release` call returns to its client)", "", "")
+    lat_row("release_to_head_semaphore", "`lease_release` sent → the longest-waiting of two waiters of a one-permit semaphore (`semaphore_acquire`)", "p99 ≤ 10 ms", 10)
+    lat_row("release_to_head_shared", "`lease_release` of an exclusive holder → the first of two waiters, shared (`lease_acquire_shared`)", "p99 ≤ 10 ms", 10)
+    lat_row("release_to_head_all", "`lease_release` sent → the first of two waiters for two names at once (`lease_acquire_all`)", "p99 ≤ 10 ms", 10)
     lat_row("bound_kill_to_waiter", "holder's client process SIGKILLed, lease of a `bind_to_connection` session, client idle", "p99 ≤ 100 ms", 100)
     lat_row("plain_kill_to_waiter", sprintf("holder's client SIGKILLed, plain lease, ttl %s ms", commas(plain_ttl)), "bounded by the ttl", "")
     lat_row("plain_ttl_left_at_kill", "(of which: ttl left when the holder was killed)", "", "")
