@@ -208,7 +208,9 @@ bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, cons
 }
 
 // holder_release($1 token, $2 now, $3 name, $4 caller's role, $5 caller is
-// admin): ends a live, non-session holder of name that the caller acts for.
+// admin): ends a live, non-session holder of name that the caller acts for,
+// for a lease.holders the direct writer leaves to SQL (else holder_to_release
+// below is its WHERE clause).
 constexpr StoredQuery query_holder_release = {
     "DELETE FROM lease.holders AS h"
     " WHERE h.token OPERATOR(pg_catalog.=) $1"
@@ -259,20 +261,67 @@ bool other_holders(const text* name, int64 token)
 
 }  // namespace
 
+namespace {
+
+// query_holder_release's WHERE clause, for a direct delete; keeps the
+// owner and role of the row it accepts.
+struct Release {
+    const text* name;
+    TimestampTz now;
+    Oid caller;
+    bool admin;
+    text* owner;
+    Oid role;
+};
+
+bool holder_to_release(HeapTuple row, TupleDesc columns, void* context)
+{
+    Release& release = *static_cast<Release*>(context);
+    bool isnull;
+    const text* name = DatumGetTextPP(heap_getattr(row, holders_column_name, columns, &isnull));
+    bool plain;
+    (void) heap_getattr(row, holders_column_session, columns, &plain);
+    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, holders_column_expires_at, columns, &isnull));
+    const Oid role = DatumGetObjectId(heap_getattr(row, holders_column_role, columns, &isnull));
+    if (VARSIZE_ANY_EXHDR(name) != VARSIZE_ANY_EXHDR(release.name) ||
+        memcmp(VARDATA_ANY(name), VARDATA_ANY(release.name), VARSIZE_ANY_EXHDR(name)) != 0 || !plain ||
+        expires_at <= release.now ||
+        !(role == release.caller || release.admin || has_privs_of_role(release.caller, role)))
+        return false;
+    release.owner = copy_text_attribute(row, holders_column_owner, columns);
+    release.role = role;
+    return true;
+}
+
+}  // namespace
+
 bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,
                           Oid* role)
 {
-    Datum values[5] = {Int64GetDatum(token), TimestampTzGetDatum(now), PointerGetDatum(name),
-                       ObjectIdGetDatum(caller), BoolGetDatum(admin)};
-    const CallerIdentity caller_identity = connect_as_lease_owner();
-    run(query_holder_release, values, nullptr, false);
-    const bool released = SPI_processed == 1;
-    if (released) {
-        bool isnull;
-        *owner = result_text(0, 1);
-        *role = DatumGetObjectId(result_value(0, 2, &isnull));
+    bool released;
+    const CallerIdentity caller_identity = become_lease_owner();
+    const Relation holders = open_for_direct_write(rel_holders);
+    if (holders != nullptr) {
+        Release release = {name, now, caller, admin, nullptr, InvalidOid};
+        released = delete_holder_row(holders, token, holder_to_release, &release);
+        table_close(holders, NoLock);
+        become_caller(caller_identity);
+        *owner = release.owner;
+        *role = release.role;
+    } else {
+        become_caller(caller_identity);
+        Datum values[5] = {Int64GetDatum(token), TimestampTzGetDatum(now), PointerGetDatum(name),
+                           ObjectIdGetDatum(caller), BoolGetDatum(admin)};
+        const CallerIdentity owner_connection = connect_as_lease_owner();
+        run(query_holder_release, values, nullptr, false);
+        released = SPI_processed == 1;
+        if (released) {
+            bool isnull;
+            *owner = result_text(0, 1);
+            *role = DatumGetObjectId(result_value(0, 2, &isnull));
+        }
+        finish_as_caller(owner_connection);
     }
-    finish_as_caller(caller_identity);
     if (released && !other_holders(name, token))
         store_unmark(name, now);
     return released;

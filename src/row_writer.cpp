@@ -223,6 +223,49 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
     return changed;
 }
 
+bool delete_holder_row(Relation holders, int64 token, HolderRowTest test, void* context)
+{
+    // What the executor checks before a DELETE: the table's publications.
+    CheckCmdReplicaIdentity(holders, CMD_DELETE);
+    const TupleDesc columns = RelationGetDescr(holders);
+    const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
+    const Oid primary_key = RelationGetPrimaryKeyIndex(holders);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.holders has no primary key");
+    bool deleted = false;
+    for (;;) {
+        ScanKeyData key;
+        ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT8EQ,
+                               Int64GetDatum(token));
+        const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+        const SysScanDesc scan = systable_beginscan(holders, primary_key, true, snapshot, 1, &key);
+        const HeapTuple row = systable_getnext(scan);
+        ItemPointerData version;
+        const bool accepted = HeapTupleIsValid(row) && test(row, columns, context);
+        if (accepted)
+            version = row->t_self;
+        systable_endscan(scan);
+        UnregisterSnapshot(snapshot);
+        if (!accepted)
+            break;
+        TM_FailureData failure;
+        const TM_Result result = table_tuple_delete(holders, &version, GetCurrentCommandId(true), InvalidSnapshot,
+                                                    crosscheck, true, &failure, false);
+        if (result == TM_Ok) {
+            deleted = true;
+            break;
+        }
+        if (result != TM_Updated && result != TM_Deleted)
+            elog(ERROR, "lease: the holder with token %lld was changed twice in one command",
+                 static_cast<long long>(token));
+        if (IsolationUsesXactSnapshot())
+            report_serialization_failure(result);
+    }
+    if (deleted)
+        CommandCounterIncrement();
+    return deleted;
+}
+
 ColumnChanges column_changes(TupleDesc columns)
 {
     return ColumnChanges{static_cast<Datum*>(palloc0(sizeof(Datum) * columns->natts)),

@@ -74,6 +74,18 @@ using LeaseRowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* co
 bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
                       void* context);
 
+// Whether a holder row is the one to delete (as a DELETE's WHERE clause,
+// rechecked on the version a concurrent transaction left).
+using HolderRowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
+
+// Deletes the lease.holders row with this token when test accepts it, as a
+// DELETE statement run as the table's owner would, with the concurrency
+// rules of change_lease_row (READ COMMITTED waits for a version in flight and
+// retests its successor; REPEATABLE READ and SERIALIZABLE raise 40001).
+// holders is open_for_direct_write(rel_holders)'s. Returns whether a row was
+// deleted; like a statement, makes the delete visible to what follows.
+bool delete_holder_row(Relation holders, int64 token, HolderRowTest test, void* context);
+
 // The columns a change of a lease row sets; the others -- a DBA's added
 // columns included -- keep their values. One slot per column the table has
 // now, which may be more than the extension created.
