@@ -103,6 +103,14 @@ SELECT lease.pool_put('meetings', 'meeting:' || i) FROM generate_series(1, 3) AS
 CREATE TABLE meeting_notes (id serial PRIMARY KEY, meeting text NOT NULL, note text, fence_token bigint);
 CREATE TRIGGER meeting_notes_fence BEFORE INSERT OR UPDATE OR DELETE ON meeting_notes
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{meeting}');
+-- The tables of the semaphore, all-or-none and leader examples.
+CREATE TABLE export_log (id serial PRIMARY KEY, note text, fence_token bigint);
+CREATE TRIGGER export_log_fence BEFORE INSERT OR UPDATE OR DELETE ON export_log
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('exports');
+CREATE TABLE accounts (id int PRIMARY KEY, balance numeric NOT NULL, fence_token bigint);
+INSERT INTO accounts VALUES (1, 1000, NULL), (2, 1000, NULL);
+CREATE TRIGGER accounts_fence BEFORE INSERT OR UPDATE OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('account:{id}');
 SQL
 if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL")" != t ]; then
     echo "# lease.set_fence_token(bigint) is not installed: the fenced-transaction checks will fail"
@@ -238,6 +246,30 @@ run_session_example() {
         "exit $rc, notes: $written; output: $(cat "$WORK/$label-session-example.out")"
 }
 
+# run_primitives_example LABEL COMMAND...: runs a README's example of the 1.3
+# primitives: a fenced row under one of the 2 permits of semaphore "exports", 10
+# moved from account 1 to account 2 under both accounts' leases (each row under
+# its own name's token), and "db-leader" held with a published address that
+# lease.leader() shows; everything released at the end.
+run_primitives_example() {
+    local label=$1 before after
+    shift
+    before=$(psql -X -A -t -c "SELECT coalesce(max(id), 0) FROM export_log")
+    local balance
+    balance=$(psql -X -A -t -c "SELECT balance FROM accounts WHERE id = 1")
+    timeout 60 "$@" >"$WORK/$label-primitives-example.out" 2>&1
+    local rc=$?
+    after=$(psql -X -A -t -c "SELECT (SELECT count(*) FROM export_log e WHERE e.id > $before AND e.fence_token IN
+                                          (SELECT token FROM lease.history WHERE name = 'exports' AND event = 'acquired')),
+                                     (SELECT balance FROM accounts WHERE id = 1) = $balance - 10,
+                                     (SELECT bool_and(a.fence_token = l.token AND l.owner IS NULL) FROM accounts a
+                                        JOIN lease.leases l ON l.name = 'account:' || a.id),
+                                     (SELECT count(*) FROM lease.leader('exports')) + (SELECT count(*) FROM lease.leader('db-leader'))")
+    [ "$rc" -eq 0 ] && [ "$after" = "1|t|t|0" ] && grep -q '10.0.0.5:5432' "$WORK/$label-primitives-example.out"
+    report $? "$label: the README's semaphore, all-or-none and leader example runs: a row under a permit's token, both accounts under their own tokens, the published address read back, all released" \
+        "exit $rc, checks: $after (want 1|t|t|0); output: $(cat "$WORK/$label-primitives-example.out")"
+}
+
 # python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
 python_tests() {
     python_install || return
@@ -245,6 +277,8 @@ python_tests() {
     DATABASE_URL=$1 run_example "$3" "$PYTHON" "$WORK/example.py"
     extract_example clients/python/README.md python 2 >"$WORK/session-example.py"
     DATABASE_URL=$1 run_session_example "$3" "$PYTHON" "$WORK/session-example.py"
+    extract_example clients/python/README.md python 3 >"$WORK/primitives-example.py"
+    DATABASE_URL=$1 run_primitives_example "$3" "$PYTHON" "$WORK/primitives-example.py"
     CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
 }
 
