@@ -287,9 +287,10 @@ python_tests() {
 # the tests build beside it. Module mode would need the module proxy.
 go_tests() {
     local gopath=$WORK/home/go
-    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample"
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample" "$gopath/src/primitivesexample"
     extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
     extract_example clients/go/README.md go 2 >"$gopath/src/sessionexample/main.go"
+    extract_example clients/go/README.md go 3 >"$gopath/src/primitivesexample/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
     export GOCACHE=${gocache:-$WORK/gocache}
@@ -298,19 +299,22 @@ go_tests() {
         return
     fi
     report 0 "go: the README's install steps build the README's example"
-    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    cp test/clients/go/*.go "$gopath/src/clientstest/"
     if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
-            go vet pglease clientstest yourapp sessionexample && go build -o "$WORK/go-test" clientstest &&
-            go build -o "$WORK/go-session-example" sessionexample) >"$WORK/go-build.log" 2>&1; then
+            go vet pglease clientstest yourapp sessionexample primitivesexample && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-session-example" sessionexample &&
+            go build -o "$WORK/go-primitives-example" primitivesexample) >"$WORK/go-build.log" 2>&1; then
         report 1 "go: the helper's tests and the README's session example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
         return
     fi
     report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
     DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
+    DATABASE_URL=$CLIENTS_ADMIN run_primitives_example go "$WORK/go-primitives-example"
     if pgbouncer_running; then
         DATABASE_URL=$PGBOUNCER_CONNINFO run_example go-pgbouncer "$gopath/src/yourapp/yourapp"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example go-pgbouncer "$WORK/go-primitives-example"
     fi
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
