@@ -342,9 +342,12 @@ node_tests() {
     DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
     extract_example clients/node/README.md js 2 >"$app/session-example.js"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example node node "$app/session-example.js"
+    extract_example clients/node/README.md js 3 >"$app/primitives-example.js"
+    DATABASE_URL=$CLIENTS_ADMIN run_primitives_example node node "$app/primitives-example.js"
     if pgbouncer_running; then
         DATABASE_URL=$PGBOUNCER_CONNINFO run_example node-pgbouncer node "$app/example.js"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example node-pgbouncer node "$app/primitives-example.js"
     fi
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
