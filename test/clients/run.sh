@@ -364,9 +364,11 @@ java_tests() {
     fi
     extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
     extract_example clients/java/README.md java 2 >"$WORK/java/example/SessionExample.java"
+    extract_example clients/java/README.md java 3 >"$WORK/java/example/PrimitivesExample.java"
     if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
-            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
-            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java"; } >"$WORK/javac.log" 2>&1; then
+            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/*.java &&
+            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java" \
+                "$WORK/java/example/PrimitivesExample.java"; } >"$WORK/javac.log" 2>&1; then
         report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
         return
     fi
@@ -376,6 +378,7 @@ java_tests() {
     # The example gets a libpq keyword = value string (over TCP: pgjdbc has no Unix sockets).
     DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
+    DATABASE_URL=$keywords run_primitives_example java java -cp "$WORK/java/example:$jar:$jdbc" PrimitivesExample
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
         run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
