@@ -8,8 +8,11 @@
 # release, heartbeats past several TTLs, release on exit, bigint tokens above
 # 2^53 (the token sequence is set past 2^53 first),
 # fenced transactions (lease.set_fence_token), a revoke, a zombie stopped with
-# SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
-# database outage signalled as a loss before the lease could expire.
+# SIGSTOP past its TTL whose fenced write raises the typed LF001 error, a
+# database outage signalled as a loss before the lease could expire, and the
+# 1.3 primitives: semaphore permits (cap, queue, a revoked permit fenced),
+# shared holders beside a waiting exclusive, all-or-none tokens fenced per name,
+# set_value and leader, and their session forms; each README's examples too.
 #
 # Installs the Debian packages it needs, and each helper as its README's
 # install steps say, outside the checkout. Expects the extension installed (the
