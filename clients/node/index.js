@@ -387,7 +387,7 @@ class Lease {
 
   _helperQuery(text, values) {
     if (this._releasing) throw new Error('pglease: the lease has been released');
-    return this._call(text, values, this._lastSuccess + this._trust);
+    return this._call(text, values, performance.now() + this._interval);
   }
 
   /**

@@ -599,6 +599,8 @@ async function testValues() {
       stored, holders,
     );
     await admin('SELECT lease.lease_revoke($1)', [name]);
+    // setValue still answers after the loss: false
+    await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(3000)]);
     const stale = await lease.setValue({ addr: 'stale' });
     const staleClient = await lease.setValue({ addr: 'stale' }, client);
     const after = await pglease.leader(CONN, name);

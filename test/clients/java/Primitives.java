@@ -182,6 +182,11 @@ final class Primitives {
                     && holders.get(0).value().equals("{\"addr\": \"10.0.0.5:5432\"}") && holders.get(0).expiresAt() != null,
                     "setValue, then leader(name): owner, token, the value published, expiresAt", stored, holders);
             admin("SELECT lease.lease_revoke(?)", name);
+            try { // setValue still answers after the loss: false
+                lease.whenLost().toCompletableFuture().get(3, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                // reported below
+            }
             boolean stale = lease.setValue("\"stale\"");
             boolean staleConn = lease.setValue(c, "\"stale\"");
             List<Lease.Holder> after = Lease.leader(c, name);

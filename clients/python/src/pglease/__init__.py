@@ -367,12 +367,12 @@ class Lease(_Grants):
             raise LeaseLost(f'lease "{self.name}" lost: {self.lost_reason}')
 
     def _helper_query(self, query: str, params: tuple):
-        """One statement on the helper's own connection, from the caller's thread."""
-        self.check()
+        """One statement on the helper's own connection, from the caller's thread:
+        the server's answer, even after a loss (a stale token answers false)."""
         if self._loop is None or self._thread is None or not self._thread.is_alive():
             raise RuntimeError("the lease is not held")
         future = asyncio.run_coroutine_threadsafe(
-            self._call(query, params, self._last_success + self._trust), self._loop
+            self._call(query, params, time.monotonic() + self._interval), self._loop
         )
         return future.result()
 

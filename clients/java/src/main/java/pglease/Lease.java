@@ -353,7 +353,7 @@ public final class Lease implements AutoCloseable {
             if (closed)
                 throw new IllegalStateException("pglease: the lease has been released");
         }
-        return Boolean.TRUE.equals(call(SET_VALUE, lastSuccess + trust, Boolean.class, name, token, json));
+        return Boolean.TRUE.equals(call(SET_VALUE, System.nanoTime() + interval, Boolean.class, name, token, json));
     }
 
     /** {@link #setValue(String)} in the transaction open on {@code connection}, or as one statement. */
@@ -583,6 +583,8 @@ public final class Lease implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        if (!heartbeats.isAlive())
+            disconnect(); // a setValue after a loss may have connected again
         check();
     }
 
@@ -823,13 +825,15 @@ public final class Lease implements AutoCloseable {
     }
 
     private void disconnect() {
-        if (connection != null) {
-            try {
-                connection.close();
-            } catch (SQLException ignored) {
-                // the connection is being dropped
+        synchronized (callLock) {
+            if (connection != null) {
+                try {
+                    connection.close();
+                } catch (SQLException ignored) {
+                    // the connection is being dropped
+                }
+                connection = null;
             }
-            connection = null;
         }
     }
 
