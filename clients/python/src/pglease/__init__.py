@@ -759,6 +759,7 @@ class Session(Lease):
     async def _acquire(self) -> None:
         sent = time.monotonic()
         self._token = await self._call(_SESSION_OPEN, (self.owner, self.ttl), sent + self._trust)
+        self._pairs = [(self.name, self._token)]  # token: the session's id, as before
         self._last_success = sent
 
     def _renewal(self) -> tuple:
