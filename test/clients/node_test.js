@@ -483,14 +483,14 @@ async function testSemaphore() {
 
 async function testSemaphoreRevoked() {
   const name = `${PREFIX}semaphore-revoked`;
-  const permit = await pglease.hold(CONN, name, { ttl: 1000, permits: 3 });
+  const permit = await pglease.hold(CONN, name, { ttl: 2000, permits: 3 });
   const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {
     const write = (note) => permit.transaction(client, (c) => c.query('INSERT INTO client_log VALUES ($1, $2)', [name, note]));
     await write('under the permit');
     await admin('SELECT lease.lease_revoke($1)', [name]);
-    await Promise.race([new Promise((resolve) => permit.signal.addEventListener('abort', resolve)), sleep(2000)]);
+    await Promise.race([new Promise((resolve) => permit.signal.addEventListener('abort', resolve)), sleep(3000)]);
     report(permit.signal.aborted && permit.signal.reason instanceof pglease.LeaseLostError, 'semaphore: a revoked permit is signalled as a loss (the signal aborts)');
     let outcome = 'written';
     try {
@@ -534,7 +534,7 @@ async function testShared() {
 
 async function testAcquireAll() {
   const [a, b, c] = [`${PREFIX}acct:b`, `${PREFIX}acct:a`, `${PREFIX}acct:c`];
-  const both = await pglease.holdAll(CONN, [a, b], { ttl: 1000 });
+  const both = await pglease.holdAll(CONN, [a, b], { ttl: 2000 });
   const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {
@@ -586,7 +586,7 @@ async function testAcquireAll() {
 
 async function testValues() {
   const name = `${PREFIX}leader`;
-  const lease = await pglease.hold(CONN, name, { owner: 'node-leader', ttl: 1000 });
+  const lease = await pglease.hold(CONN, name, { owner: 'node-leader', ttl: 2000 });
   const client = new pg.Client(pglease.clientConfig(CONN));
   await client.connect();
   try {

@@ -481,12 +481,12 @@ def test_semaphore_revoked():
     name = PREFIX + "semaphore-revoked"
     lost = []
     try:
-        with pglease.hold(CONNINFO, name, permits=3, ttl=1, on_lost=lambda l: lost.append(1)) as permit, \
+        with pglease.hold(CONNINFO, name, permits=3, ttl=2, on_lost=lambda l: lost.append(1)) as permit, \
                 psycopg.connect(CONNINFO, prepare_threshold=None) as conn:
             with permit.transaction(conn):
                 conn.execute("INSERT INTO client_log VALUES (%s, 'under the permit')", (name,))
             admin("SELECT lease.lease_revoke(%s)", name)
-            signalled = permit.lost.wait(2)
+            signalled = permit.lost.wait(3)
             report(signalled and lost == [1], "semaphore: a revoked permit is signalled as a loss", permit.lost_reason)
             try:
                 with permit.transaction(conn):
@@ -538,7 +538,7 @@ def test_acquire_all():
 
 def acquire_all():
     a, b, c = PREFIX + "acct:b", PREFIX + "acct:a", PREFIX + "acct:c"
-    with pglease.hold_all(CONNINFO, [a, b], ttl=1) as both, psycopg.connect(CONNINFO, prepare_threshold=None) as conn:
+    with pglease.hold_all(CONNINFO, [a, b], ttl=2) as both, psycopg.connect(CONNINFO, prepare_threshold=None) as conn:
         server = {n: int(t) for n, t in (x.split("=") for x in admin(
             "SELECT array_agg(name || '=' || token) FROM lease.leases WHERE name IN (%s, %s) AND owner IS NOT NULL", a, b)[0])}
         report(
@@ -592,7 +592,7 @@ def test_values():
 
 def values():
     name = PREFIX + "leader"
-    with pglease.hold(CONNINFO, name, owner="py-leader", ttl=1) as lease, \
+    with pglease.hold(CONNINFO, name, owner="py-leader", ttl=2) as lease, \
             psycopg.connect(CONNINFO, autocommit=True, prepare_threshold=None) as conn:
         stored = lease.set_value({"addr": "10.0.0.5:5432"})
         holders = pglease.leader(conn, name)

@@ -86,7 +86,7 @@ func testSemaphore() {
 
 func testSemaphoreRevoked() {
 	name := prefix + "semaphore-revoked"
-	permit, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: time.Second, Permits: 3})
+	permit, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{TTL: 2 * time.Second, Permits: 3})
 	if err != nil {
 		report(false, "semaphore: hold a permit", err)
 		return
@@ -104,7 +104,7 @@ func testSemaphoreRevoked() {
 	admin(`SELECT lease.lease_revoke($1)`, []interface{}{name}, new(int64)) //nolint:errcheck
 	select {
 	case <-ctx.Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(3 * time.Second):
 	}
 	report(first == nil && errors.Is(permit.Err(), pglease.ErrLost),
 		"semaphore: a revoked permit is signalled as a loss (the context is cancelled)", first, permit.Err())
@@ -151,7 +151,7 @@ func testShared() {
 
 func testAcquireAll() {
 	a, b, c := prefix+"acct:b", prefix+"acct:a", prefix+"acct:c"
-	both, ctx, err := pglease.HoldAll(bg, config(), []string{a, b}, pglease.Options{TTL: time.Second})
+	both, ctx, err := pglease.HoldAll(bg, config(), []string{a, b}, pglease.Options{TTL: 2 * time.Second})
 	if err != nil {
 		report(false, "acquire all", err)
 		return
@@ -193,7 +193,7 @@ func testAcquireAll() {
 
 func testValues() {
 	name := prefix + "leader"
-	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-leader", TTL: time.Second})
+	lease, ctx, err := pglease.Hold(bg, config(), name, pglease.Options{Owner: "go-leader", TTL: 2 * time.Second})
 	if err != nil {
 		report(false, "values: hold", err)
 		return
@@ -211,7 +211,7 @@ func testValues() {
 		holders[0].Token == lease.Token() && value["addr"] == "10.0.0.5:5432" && !holders[0].ExpiresAt.IsZero(),
 		"SetValue, then Leader(name): owner, token, the value published, expires_at", err, lerr, stored, holders)
 	admin(`SELECT lease.lease_revoke($1)`, []interface{}{name}, new(int64)) //nolint:errcheck
-	select { // SetValue still answers after the loss: false
+	select {                                                                // SetValue still answers after the loss: false
 	case <-ctx.Done():
 	case <-time.After(3 * time.Second):
 	}

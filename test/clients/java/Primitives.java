@@ -83,12 +83,12 @@ final class Primitives {
 
     static void testSemaphoreRevoked() throws Exception {
         String name = PREFIX + "semaphore-revoked";
-        try (Lease permit = hold(name, new Lease.Options().ttl(Duration.ofSeconds(1)).permits(3)); Connection c = connect()) {
+        try (Lease permit = hold(name, new Lease.Options().ttl(Duration.ofSeconds(2)).permits(3)); Connection c = connect()) {
             write(permit, c, "client_log", name, "under the permit");
             admin("SELECT lease.lease_revoke(?)", name);
             LeaseLostException lost = null;
             try {
-                lost = permit.whenLost().toCompletableFuture().get(2, TimeUnit.SECONDS);
+                lost = permit.whenLost().toCompletableFuture().get(3, TimeUnit.SECONDS);
             } catch (java.util.concurrent.TimeoutException e) {
                 // reported below
             }
@@ -127,7 +127,7 @@ final class Primitives {
 
     static void testAcquireAll() throws Exception {
         String a = PREFIX + "acct:b", b = PREFIX + "acct:a", c = PREFIX + "acct:c";
-        try (Lease both = Lease.holdAll(ClientsTest::connect, List.of(a, b), new Lease.Options().ttl(Duration.ofSeconds(1)));
+        try (Lease both = Lease.holdAll(ClientsTest::connect, List.of(a, b), new Lease.Options().ttl(Duration.ofSeconds(2)));
                 Connection conn = connect()) {
             String server = admin("SELECT array_to_string(array_agg(token ORDER BY array_position(?::text[], name)), ',') FROM lease.leases"
                     + " WHERE name = ANY(?::text[]) AND owner IS NOT NULL", "{" + a + "," + b + "}", "{" + a + "," + b + "}").get(0);
@@ -175,7 +175,7 @@ final class Primitives {
 
     static void testValues() throws Exception {
         String name = PREFIX + "leader";
-        try (Lease lease = hold(name, new Lease.Options().owner("java-leader").ttl(Duration.ofSeconds(1))); Connection c = connect()) {
+        try (Lease lease = hold(name, new Lease.Options().owner("java-leader").ttl(Duration.ofSeconds(2))); Connection c = connect()) {
             boolean stored = lease.setValue("{\"addr\": \"10.0.0.5:5432\"}");
             List<Lease.Holder> holders = Lease.leader(c, name);
             report(stored && holders.size() == 1 && holders.get(0).owner().equals("java-leader") && holders.get(0).token() == lease.token()
