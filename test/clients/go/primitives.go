@@ -211,7 +211,8 @@ func testValues() {
 		holders[0].Token == lease.Token() && value["addr"] == "10.0.0.5:5432" && !holders[0].ExpiresAt.IsZero(),
 		"SetValue, then Leader(name): owner, token, the value published, expires_at", err, lerr, stored, holders)
 	admin(`SELECT lease.lease_revoke($1)`, []interface{}{name}, new(int64)) //nolint:errcheck
-	select {                                                                // SetValue still answers after the loss: false
+	// SetValue still answers after the loss: false.
+	select {
 	case <-ctx.Done():
 	case <-time.After(3 * time.Second):
 	}
