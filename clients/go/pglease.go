@@ -10,10 +10,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,18 +41,38 @@ const (
 	// commit until the transaction ends) and gives fence triggers the token
 	// for the rest of the transaction: INSERT, UPDATE and DELETE alike.
 	fenceSQL = "SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)"
+	// Semaphore permits and shared grants (lease 1.3): heartbeat, release and
+	// the fence take their tokens as they take a lease's.
+	semaphoreAcquireSQL = "SELECT lease.semaphore_acquire($1, $2, $3::pg_catalog.int4, $4::pg_catalog.interval, $5::pg_catalog.interval)"
+	sharedAcquireSQL    = "SELECT lease.lease_acquire_shared($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)"
+	// All or none: the tokens aligned with the names, or NULL holding nothing.
+	acquireAllSQL = "SELECT lease.lease_acquire_all($1::pg_catalog.text[], $2, $3::pg_catalog.interval, $4::pg_catalog.interval)"
+	// Several names, each with its own token, in the server's order (by
+	// bytes): every heartbeat (release) runs; true only if every one was.
+	pairsSQL        = " FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int8[])) AS u(n, t)"
+	heartbeatAllSQL = "SELECT pg_catalog.bool_and(lease.lease_heartbeat(n, t))" + pairsSQL
+	releaseAllSQL   = "SELECT pg_catalog.bool_and(lease.lease_release(n, t))" + pairsSQL
+	// No single token for fence triggers: rows carry their name's token (TokenOf).
+	fenceAllSQL = "SELECT pg_catalog.count(lease.fenced_write(n, t))" + pairsSQL
+	setValueSQL = "SELECT lease.lease_set_value($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb)"
+	leaderSQL   = "SELECT owner, token, value::pg_catalog.text, expires_at FROM lease.leader($1)"
 )
 
 // The helpers' messages for bad input, the same in every helper of clients/
 // (docs/clients.md, "Bad input"); each is returned before any round trip.
 var (
-	errNoName       = errors.New("pglease: the lease name must not be empty")
-	errNegativeWait = errors.New("pglease: wait must not be negative")
-	errBadGrace     = errors.New("pglease: grace must be between 0 and ttl/2")
-	errNoConnection = errors.New("pglease: no connection given")
-	errNoContext    = errors.New("pglease: no context given")
-	errNoFunction   = errors.New("pglease: Tx needs a function to run")
-	errNoLease      = errors.New("pglease: no lease (a nil *Lease)")
+	errNoName        = errors.New("pglease: the lease name must not be empty")
+	errNegativeWait  = errors.New("pglease: wait must not be negative")
+	errBadGrace      = errors.New("pglease: grace must be between 0 and ttl/2")
+	errNoConnection  = errors.New("pglease: no connection given")
+	errNoContext     = errors.New("pglease: no context given")
+	errNoFunction    = errors.New("pglease: Tx needs a function to run")
+	errNoLease       = errors.New("pglease: no lease (a nil *Lease)")
+	errBadPermits    = errors.New("pglease: permits must be between 1 and 10000")
+	errPermitsShared = errors.New("pglease: permits and shared exclude each other")
+	errNoNames       = errors.New("pglease: no lease names given")
+	errOneName       = errors.New("pglease: SetValue needs a grant of one name")
+	errReleased      = errors.New("pglease: the lease has been released")
 )
 
 const shortTTL = "pglease: the ttl must be at least 100 ms"
@@ -120,6 +143,34 @@ type Options struct {
 	// earliest moment the server could let the lease expire (minus TTL/10).
 	// Default TTL/5, at most TTL/2.
 	Grace time.Duration
+	// Permits > 0 holds one of that many permits (1 to 10000) of semaphore
+	// name (lease.semaphore_acquire) instead of the lease.
+	Permits int
+	// Shared holds the lease in shared mode beside other shared holders
+	// (lease.lease_acquire_shared). Not with Permits.
+	Shared bool
+}
+
+func checkKind(permits int, shared bool) error {
+	if permits < 0 || permits > 10000 {
+		return errBadPermits
+	}
+	if permits > 0 && shared {
+		return errPermitsShared
+	}
+	return nil
+}
+
+func checkNames(names []string) error {
+	if len(names) == 0 {
+		return errNoNames
+	}
+	for _, name := range names {
+		if name == "" {
+			return errNoName
+		}
+	}
+	return nil
 }
 
 // Lease is a held lease. Its methods are safe for concurrent use.
@@ -132,7 +183,13 @@ type Lease struct {
 	trust    time.Duration // how long after the last successful send the lease is trusted
 	retry    time.Duration
 	config   *pgx.ConnConfig
-	conn     *pgx.Conn // the helper's own connection; used by one goroutine at a time
+	conn     *pgx.Conn // the helper's own connection; used under callMu
+	callMu   sync.Mutex
+
+	names   []string // HoldAll's, in their order; nil for one name
+	tokens  []int64  // aligned with names
+	permits int
+	shared  bool
 
 	// When the last acquire or heartbeat that succeeded was sent (monotonic):
 	// the server read its clock after that, so the lease expires no sooner
@@ -163,6 +220,10 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkKind(opts.Permits, opts.Shared); err != nil {
+		return nil, nil, err
+	}
+	l.permits, l.shared = opts.Permits, opts.Shared
 	if err := l.acquire(ctx, opts.Wait); err != nil {
 		l.disconnect()
 		return nil, nil, err
@@ -172,6 +233,31 @@ func Hold(ctx context.Context, config *pgx.ConnConfig, name string, opts Options
 
 // newLease checks Hold's arguments (before any round trip) and makes the
 // Lease, not yet acquired.
+// HoldAll acquires every lease of names or none (lease.lease_acquire_all),
+// waiting up to opts.Wait (then ErrNotAcquired, holding nothing), and keeps
+// them all as Hold keeps one: one heartbeat statement renews every name, and
+// the loss of any is the loss of the whole. TokenOf and Tokens give each
+// name's token; Tx and Fence check every name with its own token. Token()
+// is 0: there is no single token. opts.Permits and opts.Shared must be unset.
+func HoldAll(ctx context.Context, config *pgx.ConnConfig, names []string, opts Options) (*Lease, context.Context, error) {
+	if err := checkNames(names); err != nil {
+		return nil, nil, err
+	}
+	if opts.Permits != 0 || opts.Shared {
+		return nil, nil, errors.New("pglease: HoldAll takes no Permits or Shared")
+	}
+	l, err := newLease(ctx, config, strings.Join(names, ", "), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.names = append([]string(nil), names...)
+	if err := l.acquire(ctx, opts.Wait); err != nil {
+		l.disconnect()
+		return nil, nil, err
+	}
+	return l, l.start(ctx), nil
+}
+
 func newLease(ctx context.Context, config *pgx.ConnConfig, name string, opts Options) (*Lease, error) {
 	if ctx == nil {
 		return nil, errNoContext
@@ -299,14 +385,115 @@ func (l *Lease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) erro
 	return l.grant().tx(ctx, db, fn)
 }
 
-func (l *Lease) grant() grant { return grant{name: l.name, token: l.token, lost: l.Err} }
+func (l *Lease) grant() grant {
+	return grant{name: l.name, token: l.token, names: l.names, tokens: l.tokens, lost: l.Err}
+}
 
-// grant is what fencing needs: a lease's name and token, and whether the
-// helper has lost it (a Lease, or a lease held under a Session).
+// Names returns the names held: HoldAll's in their order, or Name().
+func (l *Lease) Names() []string {
+	if l == nil {
+		return nil
+	}
+	return l.grant().allNames()
+}
+
+// TokenOf returns the token of name, one of the names held (0 for another).
+func (l *Lease) TokenOf(name string) int64 {
+	if l == nil {
+		return 0
+	}
+	return l.grant().tokenOf(name)
+}
+
+// Tokens returns each name's token.
+func (l *Lease) Tokens() map[string]int64 {
+	if l == nil {
+		return nil
+	}
+	return l.grant().tokenMap()
+}
+
+// SetValue publishes value (marshalled to JSON: an address, a role) for this
+// grant (lease.lease_set_value), for Leader and the value_set event: false,
+// and nothing changed, if its token is no longer live. It runs on db (in your
+// transaction if db is a pgx.Tx), or on the helper's own connection when db
+// is nil. Only for a grant of one name.
+func (l *Lease) SetValue(ctx context.Context, db Querier, value interface{}) (bool, error) {
+	if l == nil {
+		return false, errNoLease
+	}
+	if ctx == nil {
+		return false, errNoContext
+	}
+	if !isNilQuerier(db) {
+		return l.grant().setValue(ctx, db, value)
+	}
+	g := l.grant()
+	data, err := g.valueArgs(value)
+	if err != nil {
+		return false, err
+	}
+	l.releaseMu.Lock()
+	released := l.released
+	l.releaseMu.Unlock()
+	if released {
+		return false, errReleased
+	}
+	var stored bool
+	err = l.call(ctx, time.Now().Add(l.interval), setValueSQL, data, &stored)
+	return stored, err
+}
+
+// grant is what fencing needs: a lease's name and token (or HoldAll's names
+// and tokens), and whether the helper has lost it (a Lease, or a lease held
+// under a Session).
 type grant struct {
-	name  string
-	token int64
-	lost  func() error
+	name   string
+	token  int64
+	names  []string // several names, each with its own token
+	tokens []int64
+	lost   func() error
+}
+
+func (g grant) allNames() []string {
+	if g.names != nil {
+		return append([]string(nil), g.names...)
+	}
+	return []string{g.name}
+}
+
+func (g grant) tokenOf(name string) int64 {
+	if g.names == nil {
+		if name == g.name {
+			return g.token
+		}
+		return 0
+	}
+	for i, n := range g.names {
+		if n == name && i < len(g.tokens) {
+			return g.tokens[i]
+		}
+	}
+	return 0
+}
+
+func (g grant) tokenMap() map[string]int64 {
+	tokens := map[string]int64{}
+	for _, name := range g.allNames() {
+		tokens[name] = g.tokenOf(name)
+	}
+	return tokens
+}
+
+// byBytes returns the names and their tokens in the server's order.
+func (g grant) byBytes() []interface{} {
+	names := g.allNames()
+	sort.Strings(names)
+	tokens := make([]int64, len(names))
+	for i, name := range names {
+		tokens[i] = g.tokenOf(name)
+	}
+	return []interface{}{names, tokens}
 }
 
 func (g grant) fence(ctx context.Context, tx pgx.Tx) error {
@@ -316,8 +503,89 @@ func (g grant) fence(ctx context.Context, tx pgx.Tx) error {
 	if tx == nil {
 		return errNoConnection
 	}
+	if g.names != nil {
+		_, err := tx.Exec(ctx, fenceAllSQL, g.byBytes()...)
+		return fenced(err)
+	}
 	_, err := tx.Exec(ctx, fenceSQL, g.name, g.token)
 	return fenced(err)
+}
+
+func (g grant) valueArgs(value interface{}) ([]interface{}, error) {
+	if g.names != nil {
+		return nil, errOneName
+	}
+	data, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	return []interface{}{g.name, g.token, string(data)}, nil
+}
+
+func (g grant) setValue(ctx context.Context, db Querier, value interface{}) (bool, error) {
+	args, err := g.valueArgs(value)
+	if err != nil {
+		return false, err
+	}
+	var stored bool
+	err = db.QueryRow(ctx, setValueSQL, args...).Scan(&stored)
+	return stored, fenced(err)
+}
+
+// Querier is what SetValue and Leader run on: a *pgx.Conn, a pgx.Tx or a
+// *pgxpool.Pool.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...interface{}) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
+}
+
+func isNilQuerier(db Querier) bool {
+	if db == nil {
+		return true
+	}
+	v := reflect.ValueOf(db)
+	return v.Kind() == reflect.Ptr && v.IsNil()
+}
+
+// Holder is one live holder of a name, from Leader: the exclusive holder, or
+// one holder of a semaphore permit or shared grant.
+type Holder struct {
+	Owner     string
+	Token     int64
+	Value     json.RawMessage // what it published (SetValue); nil before
+	ExpiresAt time.Time
+}
+
+// Leader returns who holds name now and what each published (lease.leader):
+// one Holder for an exclusive lease, one per holder of a semaphore or shared
+// lease, none when nobody holds it.
+func Leader(ctx context.Context, db Querier, name string) ([]Holder, error) {
+	switch {
+	case ctx == nil:
+		return nil, errNoContext
+	case isNilQuerier(db):
+		return nil, errNoConnection
+	case name == "":
+		return nil, errNoName
+	}
+	rows, err := db.Query(ctx, leaderSQL, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var holders []Holder
+	for rows.Next() {
+		var h Holder
+		var value *string
+		if err := rows.Scan(&h.Owner, &h.Token, &value, &h.ExpiresAt); err != nil {
+			return nil, err
+		}
+		if value != nil {
+			h.Value = json.RawMessage(*value)
+		}
+		holders = append(holders, h)
+	}
+	return holders, rows.Err()
 }
 
 func (g grant) tx(ctx context.Context, db Beginner, fn func(pgx.Tx) error) (err error) {
@@ -417,7 +685,11 @@ func (l *Lease) Release() error {
 		return l.releaseErr
 	}
 	var released bool
-	if err := l.call(context.Background(), deadline, releaseSQL, []interface{}{l.name, l.token}, &released); err != nil {
+	releaseQuery, releaseArgs := releaseSQL, []interface{}{l.name, l.token}
+	if l.names != nil {
+		releaseQuery, releaseArgs = releaseAllSQL, l.grant().byBytes()
+	}
+	if err := l.call(context.Background(), deadline, releaseQuery, releaseArgs, &released); err != nil {
 		l.releaseErr = fmt.Errorf("pglease: could not release lease %q (it expires on its own): %w", l.name, err)
 	} else if !released {
 		l.releaseErr = fmt.Errorf("%w: lease %q was no longer held when released", ErrLost, l.name)
@@ -438,7 +710,21 @@ func (l *Lease) acquire(ctx context.Context, wait time.Duration) error {
 		wait := clamp(giveUpAt.Sub(sent), 0, l.trust/2)
 		waitText := fmt.Sprintf("%d microseconds", wait.Microseconds())
 		var token *int64 // NULL when another owner holds the lease
-		err := l.call(ctx, sent.Add(l.trust), acquireSQL, []interface{}{l.name, l.owner, ttl, waitText}, &token)
+		var tokens []int64
+		var err error
+		switch {
+		case l.names != nil:
+			err = l.call(ctx, sent.Add(l.trust), acquireAllSQL, []interface{}{l.names, l.owner, ttl, waitText}, &tokens)
+			if err == nil && tokens != nil {
+				token = &tokens[0]
+			}
+		case l.permits > 0:
+			err = l.call(ctx, sent.Add(l.trust), semaphoreAcquireSQL, []interface{}{l.name, l.owner, l.permits, ttl, waitText}, &token)
+		case l.shared:
+			err = l.call(ctx, sent.Add(l.trust), sharedAcquireSQL, []interface{}{l.name, l.owner, ttl, waitText}, &token)
+		default:
+			err = l.call(ctx, sent.Add(l.trust), acquireSQL, []interface{}{l.name, l.owner, ttl, waitText}, &token)
+		}
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr):
@@ -447,6 +733,9 @@ func (l *Lease) acquire(ctx context.Context, wait time.Duration) error {
 			return ctx.Err()
 		case err == nil && token != nil:
 			l.token = *token
+			if l.names != nil {
+				l.tokens, l.token = tokens, 0
+			}
 			l.lastSuccess = sent
 			return nil
 		}
@@ -494,6 +783,9 @@ func (l *Lease) keep(callCtx context.Context) {
 		}
 		var renewed bool
 		renewSQL, renewArgs := heartbeatSQL, []interface{}{l.name, l.token}
+		if l.names != nil {
+			renewSQL, renewArgs = heartbeatAllSQL, l.grant().byBytes()
+		}
 		if l.session {
 			renewSQL, renewArgs = sessionKeepaliveSQL, []interface{}{l.token}
 		}
@@ -529,6 +821,8 @@ func (l *Lease) lose(reason string) {
 func (l *Lease) call(ctx context.Context, deadline time.Time, sql string, args []interface{}, dest interface{}) error {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	l.callMu.Lock()
+	defer l.callMu.Unlock()
 	if l.conn == nil {
 		conn, err := pgx.ConnectConfig(ctx, l.config)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ const (
 	claimSQL            = "SELECT name, token, state::pg_catalog.text FROM lease.claim($1, $2::pg_catalog.int8, $3::pg_catalog.int4)"
 	surplusSQL          = "SELECT name FROM lease.surplus($1, $2::pg_catalog.int8) AS name"
 	checkpointSQL       = "SELECT lease.checkpoint($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb)"
+
+	sessionSemaphoreAcquireSQL = "SELECT lease.session_semaphore_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.int4, $4::pg_catalog.interval)"
+	sessionSharedAcquireSQL    = "SELECT lease.session_acquire_shared($1::pg_catalog.int8, $2, $3::pg_catalog.interval)"
+	sessionAcquireAllSQL       = "SELECT lease.session_acquire_all($1::pg_catalog.int8, $2::pg_catalog.text[], $3::pg_catalog.interval)"
 )
 
 var errNoPool = errors.New("pglease: the pool name must not be empty")
@@ -93,7 +98,7 @@ func (s *Session) Close() error {
 
 // Acquire acquires lease name under the session, waiting up to wait in the
 // server's queue; ErrNotAcquired after it.
-func (s *Session) Acquire(ctx context.Context, name string, wait time.Duration) (*SessionLease, error) {
+func (s *Session) Acquire(ctx context.Context, name string, wait time.Duration, opts ...AcquireOptions) (*SessionLease, error) {
 	if s == nil {
 		return nil, errNoLease
 	}
@@ -106,9 +111,22 @@ func (s *Session) Acquire(ctx context.Context, name string, wait time.Duration) 
 	if wait < 0 {
 		return nil, errNegativeWait
 	}
+	var kind AcquireOptions
+	for _, o := range opts {
+		kind = o
+	}
+	if err := checkKind(kind.Permits, kind.Shared); err != nil {
+		return nil, err
+	}
 	var token *int64
 	err := s.query(ctx, func(conn *pgx.Conn) error {
 		waitText := fmt.Sprintf("%d microseconds", wait.Microseconds())
+		switch {
+		case kind.Permits > 0:
+			return conn.QueryRow(ctx, sessionSemaphoreAcquireSQL, s.l.token, name, kind.Permits, waitText).Scan(&token)
+		case kind.Shared:
+			return conn.QueryRow(ctx, sessionSharedAcquireSQL, s.l.token, name, waitText).Scan(&token)
+		}
 		return conn.QueryRow(ctx, sessionAcquireSQL, s.l.token, name, waitText).Scan(&token)
 	})
 	if err != nil {
@@ -123,6 +141,44 @@ func (s *Session) Acquire(ctx context.Context, name string, wait time.Duration) 
 // Claim claims the new grants of the session's fair share of pool (at most
 // max of them; max <= 0: no limit), each with the state its last holder
 // checkpointed (JSON).
+// AcquireOptions of Session.Acquire, as in Options: Permits > 0 acquires one
+// of that many permits of semaphore name (lease.session_semaphore_acquire),
+// Shared a shared grant (lease.session_acquire_shared).
+type AcquireOptions struct {
+	Permits int
+	Shared  bool
+}
+
+// AcquireAll acquires every lease of names under the session, or none
+// (lease.session_acquire_all), waiting up to wait (then ErrNotAcquired): one
+// SessionLease with a token per name (TokenOf, Tokens).
+func (s *Session) AcquireAll(ctx context.Context, names []string, wait time.Duration) (*SessionLease, error) {
+	if s == nil {
+		return nil, errNoLease
+	}
+	if ctx == nil {
+		return nil, errNoContext
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	if wait < 0 {
+		return nil, errNegativeWait
+	}
+	var tokens []int64
+	err := s.query(ctx, func(conn *pgx.Conn) error {
+		waitText := fmt.Sprintf("%d microseconds", wait.Microseconds())
+		return conn.QueryRow(ctx, sessionAcquireAllSQL, s.l.token, names, waitText).Scan(&tokens)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tokens == nil {
+		return nil, ErrNotAcquired
+	}
+	return &SessionLease{session: s, name: strings.Join(names, ", "), names: append([]string(nil), names...), tokens: tokens}, nil
+}
+
 func (s *Session) Claim(ctx context.Context, pool string, max int) ([]*SessionLease, error) {
 	if s == nil {
 		return nil, errNoLease
@@ -226,7 +282,56 @@ type SessionLease struct {
 	session *Session
 	name    string
 	token   int64
+	names   []string // AcquireAll's, each with its token
+	tokens  []int64
 	state   json.RawMessage
+}
+
+// Names returns the names held: AcquireAll's in their order, or Name().
+func (c *SessionLease) Names() []string {
+	if c == nil {
+		return nil
+	}
+	return c.grant().allNames()
+}
+
+// TokenOf returns the token of name, one of the names held (0 for another).
+func (c *SessionLease) TokenOf(name string) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.grant().tokenOf(name)
+}
+
+// Tokens returns each name's token.
+func (c *SessionLease) Tokens() map[string]int64 {
+	if c == nil {
+		return nil
+	}
+	return c.grant().tokenMap()
+}
+
+// SetValue publishes value for this grant, as Lease.SetValue does; with a
+// nil db on the session's connection.
+func (c *SessionLease) SetValue(ctx context.Context, db Querier, value interface{}) (bool, error) {
+	if c == nil {
+		return false, errNoLease
+	}
+	if ctx == nil {
+		return false, errNoContext
+	}
+	if !isNilQuerier(db) {
+		return c.grant().setValue(ctx, db, value)
+	}
+	args, err := c.grant().valueArgs(value)
+	if err != nil {
+		return false, err
+	}
+	var stored bool
+	err = c.session.query(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, setValueSQL, args...).Scan(&stored)
+	})
+	return stored, err
 }
 
 // Name is the lease's name.
@@ -279,7 +384,7 @@ func (c *SessionLease) Tx(ctx context.Context, db Beginner, fn func(pgx.Tx) erro
 }
 
 func (c *SessionLease) grant() grant {
-	return grant{name: c.name, token: c.token, lost: c.session.Err}
+	return grant{name: c.name, token: c.token, names: c.names, tokens: c.tokens, lost: c.session.Err}
 }
 
 // Checkpoint stores state (marshalled to JSON) as the resource's progress
@@ -319,6 +424,9 @@ func (c *SessionLease) Release(ctx context.Context) (bool, error) {
 	}
 	var released bool
 	err := c.session.query(ctx, func(conn *pgx.Conn) error {
+		if c.names != nil {
+			return conn.QueryRow(ctx, releaseAllSQL, c.grant().byBytes()...).Scan(&released)
+		}
 		return conn.QueryRow(ctx, releaseSQL, c.name, c.token).Scan(&released)
 	})
 	return released, err

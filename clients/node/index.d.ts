@@ -9,14 +9,37 @@ export interface HoldOptions {
   wait?: number;
   /** Time your code has to stop after the loss signal, in ms; default ttl/5, at most ttl/2. */
   grace?: number;
+  /** One of this many permits (1 to 10000) of semaphore name (lease.semaphore_acquire). */
+  permits?: number;
+  /** A shared grant beside other shared holders (lease.lease_acquire_shared); not with permits. */
+  shared?: boolean;
 }
+
+/** One live holder of a name, from leader(). */
+export interface Holder {
+  owner: string;
+  token: bigint;
+  /** What it published (setValue); null before. */
+  value: unknown;
+  expiresAt: Date;
+}
+
+/** Who holds name now and what each published (lease.leader): one per live holder. */
+export function leader(db: Client | Pool | string | ClientConfig, name: string): Promise<Holder[]>;
 
 export class Lease {
   readonly name: string;
+  /** The names held: one, or those of holdAll in their order. */
+  readonly names: string[];
   readonly owner: string;
   readonly ttl: number;
-  /** The fencing token of this grant. */
+  /** The fencing token of this grant (null for several names: tokenOf). */
   readonly token: bigint;
+  /** Each name's token. */
+  readonly tokens: Map<string, bigint>;
+  tokenOf(name: string): bigint;
+  /** Publishes value for the grant of one name; false if its token is no longer live. */
+  setValue(value: unknown, client?: Client): Promise<boolean>;
   /** Aborted, with a LeaseLostError as its reason, when the lease is lost. */
   readonly signal: AbortSignal;
   readonly lost: boolean;
@@ -38,6 +61,14 @@ export class Lease {
 export function clientConfig(connection: string | ClientConfig): ClientConfig;
 
 export function hold(connection: string | ClientConfig, name: string, options?: HoldOptions): Promise<Lease>;
+/** Every lease of names or none (lease.lease_acquire_all), held and heartbeated together. */
+export function holdAll(connection: string | ClientConfig, names: string[], options?: HoldOptions): Promise<Lease>;
+export function withAll<T>(
+  connection: string | ClientConfig,
+  names: string[],
+  options: HoldOptions | undefined,
+  fn: (lease: Lease) => Promise<T>,
+): Promise<T>;
 export function withLease<T>(
   connection: string | ClientConfig,
   name: string,
@@ -69,7 +100,11 @@ export interface SessionOptions {
 export class SessionLease {
   readonly session: Session;
   readonly name: string;
+  readonly names: string[];
   readonly token: bigint;
+  readonly tokens: Map<string, bigint>;
+  tokenOf(name: string): bigint;
+  setValue(value: unknown, client?: Client): Promise<boolean>;
   /** What the pool resource's last holder checkpointed (null for Session.acquire). */
   readonly state: unknown;
   readonly signal: AbortSignal;
@@ -90,7 +125,8 @@ export class Session {
   readonly signal: AbortSignal;
   readonly lost: boolean;
   check(): void;
-  acquire(name: string, options?: { wait?: number }): Promise<SessionLease>;
+  acquire(name: string, options?: { wait?: number; permits?: number; shared?: boolean }): Promise<SessionLease>;
+  acquireAll(names: string[], options?: { wait?: number }): Promise<SessionLease>;
   claim(pool: string, options?: { max?: number }): Promise<SessionLease[]>;
   surplus(pool: string): Promise<string[]>;
   /** Closes the session, releasing every lease it still holds. Rejects with LeaseLostError if it was lost. */

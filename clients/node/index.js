@@ -24,6 +24,25 @@ const RELEASE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
 // commit until the transaction ends) and gives fence triggers the token for
 // the rest of the transaction: INSERT, UPDATE and DELETE alike.
 const FENCE = 'SELECT lease.fenced_write($1, $2::pg_catalog.int8), lease.set_fence_token($2::pg_catalog.int8)';
+// Semaphore permits and shared grants (lease 1.3): heartbeat, release and the
+// fence take their tokens as they take a lease's.
+const SEMAPHORE_ACQUIRE =
+  'SELECT lease.semaphore_acquire($1, $2, $3::pg_catalog.int4, $4::pg_catalog.interval, $5::pg_catalog.interval)::pg_catalog.text AS value';
+const SHARED_ACQUIRE =
+  'SELECT lease.lease_acquire_shared($1, $2, $3::pg_catalog.interval, $4::pg_catalog.interval)::pg_catalog.text AS value';
+// All or none: the tokens aligned with the names, or NULL holding nothing.
+const ACQUIRE_ALL =
+  'SELECT lease.lease_acquire_all($1::pg_catalog.text[], $2, $3::pg_catalog.interval, $4::pg_catalog.interval)::pg_catalog.text[] AS value';
+// Several names, each with its own token, in the server's order (by bytes):
+// every heartbeat (release) runs; true only if every one was.
+const PAIRS =
+  ' FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int8[])) AS u(n, t)';
+const HEARTBEAT_ALL = 'SELECT pg_catalog.bool_and(lease.lease_heartbeat(n, t)) AS value' + PAIRS;
+const RELEASE_ALL = 'SELECT pg_catalog.bool_and(lease.lease_release(n, t)) AS value' + PAIRS;
+// No single token for fence triggers: rows carry their name's token (tokenOf).
+const FENCE_ALL = 'SELECT pg_catalog.count(lease.fenced_write(n, t)) AS value' + PAIRS;
+const SET_VALUE = 'SELECT lease.lease_set_value($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb) AS value';
+const LEADER = 'SELECT owner, token::pg_catalog.text AS token, value, expires_at FROM lease.leader($1)';
 
 /**
  * SQLSTATE LF001: the server rejected a write made under a stale or expired
@@ -80,6 +99,10 @@ const MESSAGES = {
   grace: 'pglease: grace must be between 0 and ttl/2',
   connection: 'pglease: no connection given',
   malformed: 'pglease: malformed connection string: ',
+  permits: 'pglease: permits must be between 1 and 10000',
+  permitsShared: 'pglease: permits and shared exclude each other',
+  names: 'pglease: no lease names given',
+  oneName: 'pglease: setValue needs a grant of one name',
 };
 
 // libpq keywords (docs: libpq "Parameter Key Words") and what pg.Client calls them.
@@ -195,6 +218,109 @@ function clientConfig(connection) {
 
 const clamp = (value, low, high) => Math.max(low, Math.min(high, value));
 
+function checkKind(options) {
+  const permits = options.permits ?? null;
+  if (permits !== null && !(Number.isInteger(permits) && permits >= 1 && permits <= 10000)) {
+    throw new RangeError(MESSAGES.permits);
+  }
+  if (permits !== null && options.shared) throw new TypeError(MESSAGES.permitsShared);
+  return permits;
+}
+
+function checkNames(names) {
+  if (!Array.isArray(names) || names.length === 0) throw new TypeError(MESSAGES.names);
+  for (const name of names) if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+  return [...names];
+}
+
+// [names, tokens] of [name, token] pairs in the server's order (by UTF-8
+// bytes), tokens as text.
+function byBytes(pairs) {
+  const ordered = [...pairs].sort((a, b) => Buffer.compare(Buffer.from(a[0]), Buffer.from(b[0])));
+  return [ordered.map((pair) => pair[0]), ordered.map((pair) => pair[1].toString())];
+}
+
+// What a held lease and a session's grant share: one name and token, or
+// several (all or none), each name fenced with its own token.
+const grantMethods = {
+  /** Each name's token (BigInts), in the order the names were given. */
+  get tokens() {
+    return new Map(this._pairs);
+  },
+
+  /** The token of `name`, one of the names held. */
+  tokenOf(name) {
+    const pair = this._pairs.find((p) => p[0] === name);
+    if (!pair) throw new RangeError(`pglease: "${name}" is not one of the names held`);
+    return pair[1];
+  },
+
+  /**
+   * Fences the transaction open on `client` (call it after BEGIN): checks the
+   * lease at once (FencedError if the token is stale or the lease expired),
+   * holds off any new grant until the transaction ends, and sets
+   * lease.fence_token for the rest of the transaction, so fence triggers
+   * accept its INSERTs, UPDATEs and DELETEs. Outside a transaction block the
+   * token would last one statement: use transaction(). A grant of several
+   * names checks each with its own token and sets no lease.fence_token: rows
+   * then carry their name's token (tokenOf).
+   */
+  async fence(client) {
+    if (client === null || client === undefined) throw new TypeError(MESSAGES.connection);
+    try {
+      if (this._pairs.length > 1) await client.query(FENCE_ALL, byBytes(this._pairs));
+      else await client.query(FENCE, [this._pairs[0][0], this._pairs[0][1].toString()]);
+    } catch (err) {
+      throw fenced(err);
+    }
+  },
+
+  /**
+   * Publishes `value` (anything JSON: an address, a role) for this grant
+   * (lease.lease_set_value), for leader() and the value_set event: false,
+   * and nothing changed, if its token is no longer live. With `client`, in
+   * its transaction; without, on the helper's client. One name only.
+   */
+  async setValue(value, client) {
+    if (this._pairs.length !== 1) throw new TypeError(MESSAGES.oneName);
+    const values = [this._pairs[0][0], this._pairs[0][1].toString(), JSON.stringify(value)];
+    if (client) return (await client.query(SET_VALUE, values)).rows[0].value;
+    return this._helperQuery(SET_VALUE, values);
+  },
+};
+
+function addGrantMethods(cls) {
+  for (const key of Object.getOwnPropertyNames(grantMethods)) {
+    Object.defineProperty(cls.prototype, key, Object.getOwnPropertyDescriptor(grantMethods, key));
+  }
+}
+
+/**
+ * Who holds `name` now and what each published (lease.leader): an array of
+ * { owner, token (BigInt), value, expiresAt (Date) }, one for an exclusive
+ * lease, one per holder of a semaphore or shared lease, none when nobody
+ * holds it. `db` is a pg.Client or pg.Pool of yours, or a connection string
+ * or config for a client of its own.
+ */
+async function leader(db, name) {
+  if (db === null || db === undefined) throw new TypeError(MESSAGES.connection);
+  if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+  let client = db;
+  let own = null;
+  if (typeof db.query !== 'function') {
+    own = new pg.Client(clientConfig(db));
+    own.on('error', () => {});
+    await own.connect();
+    client = own;
+  }
+  try {
+    const { rows } = await client.query(LEADER, [name]);
+    return rows.map((row) => ({ owner: row.owner, token: BigInt(row.token), value: row.value, expiresAt: row.expires_at }));
+  } finally {
+    if (own) await own.end().catch(() => {});
+  }
+}
+
 function defaultOwner() {
   return `${os.hostname()}:${process.pid}:${crypto.randomBytes(4).toString('hex')}`;
 }
@@ -202,8 +328,13 @@ function defaultOwner() {
 class Lease {
   constructor(connection, name, options = {}) {
     const config = clientConfig(connection);
-    if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
     options = options ?? {};
+    let names = null;
+    if (options._names) {
+      names = checkNames(options._names);
+      name = names.join(', ');
+    } else if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
+    const permits = checkKind(options);
     const ttl = options.ttl ?? DEFAULT_TTL_MS;
     if (!Number.isFinite(ttl) || ttl < MIN_TTL_MS) throw new RangeError(`${MESSAGES.ttl}, not ${ttl}`);
     const wait = options.wait ?? 0;
@@ -212,10 +343,15 @@ class Lease {
     if (!(grace >= 0 && grace <= ttl / 2)) throw new RangeError(MESSAGES.grace);
 
     this.name = name;
+    /** The names held: one, or those of holdAll in their order. */
+    this.names = names ?? [name];
+    this.permits = permits;
+    this.shared = Boolean(options.shared);
     this.owner = options.owner || defaultOwner();
     this.ttl = ttl;
-    /** The fencing token of this grant, a BigInt. */
+    /** The fencing token of this grant, a BigInt (null for several names: tokenOf). */
     this.token = null;
+    this._pairs = [];
     this._clientConfig = config;
     this._wait = wait;
     // Every period counts from when the last successful acquire or heartbeat
@@ -249,21 +385,9 @@ class Lease {
     if (this._lostError) throw this._lostError;
   }
 
-  /**
-   * Fences the transaction open on `client` (call it after BEGIN): checks the
-   * lease at once (FencedError if the token is stale or the lease expired),
-   * holds off any new grant until the transaction ends, and sets
-   * lease.fence_token for the rest of the transaction, so fence triggers
-   * accept its INSERTs, UPDATEs and DELETEs. Outside a transaction block the
-   * token would last one statement: use transaction().
-   */
-  async fence(client) {
-    if (client === null || client === undefined) throw new TypeError(MESSAGES.connection);
-    try {
-      await client.query(FENCE, [this.name, this.token.toString()]);
-    } catch (err) {
-      throw fenced(err);
-    }
+  _helperQuery(text, values) {
+    if (this._releasing) throw new Error('pglease: the lease has been released');
+    return this._call(text, values, performance.now() + this._interval);
   }
 
   /**
@@ -314,7 +438,10 @@ class Lease {
       const deadline = Math.min(performance.now() + MAX_RELEASE_WAIT_MS, this._lastSuccess + this.ttl);
       let released;
       try {
-        released = await this._call(RELEASE, [this.name, this.token.toString()], deadline);
+        released =
+          this._pairs.length > 1
+            ? await this._call(RELEASE_ALL, byBytes(this._pairs), deadline)
+            : await this._call(RELEASE, [this.name, this.token.toString()], deadline);
       } catch (err) {
         if (err instanceof pg.DatabaseError) throw err;
         return false;
@@ -341,12 +468,15 @@ class Lease {
       const wait = clamp(giveUpAt - sent, 0, this._trust / 2);
       let token = null;
       try {
-        token = await this._call(ACQUIRE, [this.name, this.owner, ttl, `${Math.round(wait * 1000)} microseconds`], sent + this._trust);
+        token = await this._call(...this._acquisition(ttl, `${Math.round(wait * 1000)} microseconds`), sent + this._trust);
       } catch (err) {
         if (err instanceof pg.DatabaseError || performance.now() >= giveUpAt) throw err;
       }
       if (token !== null) {
-        this.token = BigInt(token); // int8 arrives as text: never through a Number
+        // int8 arrives as text: never through a Number
+        const tokens = Array.isArray(token) ? token.map((t) => BigInt(t)) : [BigInt(token)];
+        this._pairs = this.names.map((n, i) => [n, tokens[i]]);
+        this.token = tokens.length === 1 ? tokens[0] : null;
         this._lastSuccess = sent;
         return;
       }
@@ -355,6 +485,14 @@ class Lease {
       // Refused early, or failed: do not spin.
       if (now < sent + wait) await new Promise((resolve) => setTimeout(resolve, Math.min(this._poll, giveUpAt - now)));
     }
+  }
+
+  // The acquire's statement and parameters.
+  _acquisition(ttl, wait) {
+    if (this.names.length > 1) return [ACQUIRE_ALL, [this.names, this.owner, ttl, wait]];
+    if (this.permits !== null) return [SEMAPHORE_ACQUIRE, [this.name, this.owner, this.permits, ttl, wait]];
+    if (this.shared) return [SHARED_ACQUIRE, [this.name, this.owner, ttl, wait]];
+    return [ACQUIRE, [this.name, this.owner, ttl, wait]];
   }
 
   async _keep() {
@@ -398,6 +536,7 @@ class Lease {
 
   // The heartbeat's statement and parameters.
   _renewal() {
+    if (this._pairs.length > 1) return [HEARTBEAT_ALL, byBytes(this._pairs)];
     return [HEARTBEAT, [this.name, this.token.toString()]];
   }
 
@@ -464,13 +603,37 @@ async function hold(connection, name, options) {
 }
 
 /**
+ * Acquires every lease of `names` or none (lease.lease_acquire_all), waiting
+ * up to `wait` (then NotAcquiredError, holding nothing), and heartbeats them
+ * all with one statement until `lease.release()`; the loss of any is the loss
+ * of the whole. `tokens` and `tokenOf(name)` give each name's token; the
+ * fenced transaction checks every name with its own token. Options as for
+ * hold() (no `permits` or `shared`).
+ */
+async function holdAll(connection, names, options) {
+  if (!Array.isArray(names) || names.length === 0) throw new TypeError(MESSAGES.names);
+  const { permits, shared, ...rest } = options ?? {};
+  if (permits != null || shared) throw new TypeError('pglease: holdAll takes no permits or shared');
+  return hold(connection, '', { ...rest, _names: names });
+}
+
+/** holdAll() while `await fn(lease)` runs, then released, as withLease(). */
+async function withAll(connection, names, options, fn) {
+  if (typeof fn !== 'function') throw new TypeError('pglease: withAll() needs a function to run');
+  return withHeld(await holdAll(connection, names, options), fn);
+}
+
+/**
  * Holds the lease while `await fn(lease)` runs, then releases it; returns
  * what fn returned. If fn succeeded but the lease was lost meanwhile, throws
  * the LeaseLostError.
  */
 async function withLease(connection, name, options, fn) {
   if (typeof fn !== 'function') throw new TypeError('pglease: withLease() needs a function to run');
-  const lease = await hold(connection, name, options);
+  return withHeld(await hold(connection, name, options), fn);
+}
+
+async function withHeld(lease, fn) {
   let result;
   try {
     result = await fn(lease);
@@ -494,6 +657,12 @@ const CLAIM =
 const SURPLUS = 'SELECT name FROM lease.surplus($1, $2::pg_catalog.int8) AS name';
 const CHECKPOINT = 'SELECT lease.checkpoint($1, $2::pg_catalog.int8, $3::pg_catalog.jsonb) AS value';
 const RELEASE_ONE = 'SELECT lease.lease_release($1, $2::pg_catalog.int8) AS value';
+const SESSION_SEMAPHORE_ACQUIRE =
+  'SELECT lease.session_semaphore_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.int4, $4::pg_catalog.interval)::pg_catalog.text AS token';
+const SESSION_SHARED_ACQUIRE =
+  'SELECT lease.session_acquire_shared($1::pg_catalog.int8, $2, $3::pg_catalog.interval)::pg_catalog.text AS token';
+const SESSION_ACQUIRE_ALL =
+  'SELECT lease.session_acquire_all($1::pg_catalog.int8, $2::pg_catalog.text[], $3::pg_catalog.interval)::pg_catalog.text[] AS token';
 
 /**
  * A session of the lease extension (docs/concepts.md, "Sessions"): one
@@ -523,11 +692,33 @@ class Session extends Lease {
   /** Acquires lease `name` under the session, waiting up to `wait` ms in the server's queue; then NotAcquiredError. */
   async acquire(name, options = {}) {
     if (typeof name !== 'string' || name === '') throw new TypeError(MESSAGES.name);
-    const wait = (options ?? {}).wait ?? 0;
+    options = options ?? {};
+    const permits = checkKind(options);
+    const wait = options.wait ?? 0;
     if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
-    const [row] = await this._query(SESSION_ACQUIRE, [this.id.toString(), name, `${Math.round(wait * 1000)} microseconds`]);
+    const waitText = `${Math.round(wait * 1000)} microseconds`;
+    const [row] =
+      permits !== null
+        ? await this._query(SESSION_SEMAPHORE_ACQUIRE, [this.id.toString(), name, permits, waitText])
+        : options.shared
+          ? await this._query(SESSION_SHARED_ACQUIRE, [this.id.toString(), name, waitText])
+          : await this._query(SESSION_ACQUIRE, [this.id.toString(), name, waitText]);
     if (row.token === null) throw new NotAcquiredError(name);
     return new SessionLease(this, name, BigInt(row.token), null);
+  }
+
+  /**
+   * Acquires every lease of `names` under the session, or none
+   * (lease.session_acquire_all), waiting up to `wait` ms; then
+   * NotAcquiredError. One SessionLease with a token per name (tokens, tokenOf).
+   */
+  async acquireAll(names, options = {}) {
+    names = checkNames(names);
+    const wait = (options ?? {}).wait ?? 0;
+    if (!Number.isFinite(wait) || wait < 0) throw new RangeError(MESSAGES.wait);
+    const [row] = await this._query(SESSION_ACQUIRE_ALL, [this.id.toString(), names, `${Math.round(wait * 1000)} microseconds`]);
+    if (row.token === null) throw new NotAcquiredError(names.join(', '));
+    return new SessionLease(this, names.join(', '), null, null, names.map((n, i) => [n, BigInt(row.token[i])]));
   }
 
   /** The new grants of the session's fair share of `pool` (at most `max`), each with the state last checkpointed. */
@@ -615,10 +806,13 @@ class Session extends Lease {
 
 /** A lease held under a Session: live while the session is. */
 class SessionLease {
-  constructor(session, name, token, state) {
+  constructor(session, name, token, state, pairs) {
     this.session = session;
     this.name = name;
-    /** The fencing token of this grant, a BigInt. */
+    this._pairs = pairs ?? [[name, token]];
+    /** The names held: one, or those of acquireAll in their order. */
+    this.names = this._pairs.map((pair) => pair[0]);
+    /** The fencing token of this grant, a BigInt (null for several names: tokenOf). */
     this.token = token;
     /** What the pool resource's last holder checkpointed (null for Session.acquire). */
     this.state = state;
@@ -647,12 +841,18 @@ class SessionLease {
     return (await this.session._query(CHECKPOINT, values))[0].value;
   }
 
+  _helperQuery(text, values) {
+    return this.session._query(text, values).then((rows) => rows[0].value);
+  }
+
   /** Releases this lease now (the session keeps its others). */
   async release() {
+    if (this._pairs.length > 1) return (await this.session._query(RELEASE_ALL, byBytes(this._pairs)))[0].value;
     return (await this.session._query(RELEASE_ONE, [this.name, this.token.toString()]))[0].value;
   }
 }
-SessionLease.prototype.fence = Lease.prototype.fence;
+addGrantMethods(Lease);
+addGrantMethods(SessionLease);
 SessionLease.prototype.transaction = Lease.prototype.transaction;
 
 /**
@@ -693,6 +893,9 @@ async function withSession(connection, options, fn) {
 module.exports = {
   hold,
   withLease,
+  holdAll,
+  withAll,
+  leader,
   session,
   withSession,
   Lease,

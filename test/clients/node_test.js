@@ -430,8 +430,251 @@ async function testOutage() {
   );
 }
 
+// Semaphores, shared leases, all-or-none grants and leader values (lease 1.3).
+
+const leaderCount = async (name) => Number((await admin('SELECT count(*)::int AS n FROM lease.leader($1)', [name])).n);
+
+async function waitForWaiter(name, mode) {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    const { n } = await admin('SELECT count(*)::int AS n FROM lease.waiters WHERE name = $1 AND mode = $2', [name, mode]);
+    if (n > 0) return true;
+    await sleep(20);
+  }
+  return false;
+}
+
+// Holds (and releases at once) in the background: resolves to ['acquired', token] or the error's name.
+const holdInBackground = (name, options) =>
+  pglease.hold(CONN, name, options).then(
+    async (lease) => {
+      const token = lease.token;
+      await lease.release();
+      return ['acquired', token];
+    },
+    (err) => [err.constructor.name, null],
+  );
+
+async function testSemaphore() {
+  const name = `${PREFIX}semaphore`;
+  const a = await pglease.hold(CONN, name, { ttl: 5000, permits: 2 });
+  const b = await pglease.hold(CONN, name, { ttl: 5000, permits: 2 });
+  const holders = await leaderCount(name);
+  const third = await holdInBackground(name, { ttl: 5000, permits: 2, wait: 300 });
+  report(
+    a.token !== b.token && holders === 2 && third[0] === 'NotAcquiredError',
+    'semaphore: two holders of 2 permits, each with its own token; a third is not acquired after waiting 0.3 s',
+    a.token, b.token, holders, third,
+  );
+  let settled = null;
+  const waiting = holdInBackground(name, { ttl: 5000, permits: 2, wait: 10000 }).then((r) => (settled = r));
+  const queued = await waitForWaiter(name, 'semaphore');
+  const before = settled;
+  await b.release();
+  const got = await waiting;
+  report(
+    queued && before === null && got[0] === 'acquired' && got[1] > b.token,
+    'semaphore: a third holder waits in the server\'s queue and gets the permit the second gives back',
+    queued, before, got,
+  );
+  await a.release();
+  report((await leaderCount(name)) === 0, 'semaphore: every permit released');
+}
+
+async function testSemaphoreRevoked() {
+  const name = `${PREFIX}semaphore-revoked`;
+  const permit = await pglease.hold(CONN, name, { ttl: 2000, permits: 3 });
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    const write = (note) => permit.transaction(client, (c) => c.query('INSERT INTO client_log VALUES ($1, $2)', [name, note]));
+    await write('under the permit');
+    await admin('SELECT lease.lease_revoke($1)', [name]);
+    await Promise.race([new Promise((resolve) => permit.signal.addEventListener('abort', resolve)), sleep(3000)]);
+    report(permit.signal.aborted && permit.signal.reason instanceof pglease.LeaseLostError, 'semaphore: a revoked permit is signalled as a loss (the signal aborts)');
+    let outcome = 'written';
+    try {
+      await write('after the revoke');
+    } catch (err) {
+      outcome = err instanceof pglease.FencedError && err.detail ? 'FencedError' : `${err}`;
+    }
+    const { n } = await admin('SELECT count(*)::int AS n FROM client_log WHERE lease_name = $1', [name]);
+    report(
+      outcome === 'FencedError' && n === 1,
+      'semaphore: the revoked permit\'s next fenced transaction rejects with FencedError (with DETAIL), nothing written',
+      outcome, n,
+    );
+  } finally {
+    await client.end();
+    await permit.release().catch(() => {});
+  }
+}
+
+async function testShared() {
+  const name = `${PREFIX}shared`;
+  const r1 = await pglease.hold(CONN, name, { ttl: 5000, shared: true });
+  const r2 = await pglease.hold(CONN, name, { ttl: 5000, shared: true });
+  const together = await leaderCount(name);
+  let settled = null;
+  const exclusive = holdInBackground(name, { ttl: 5000, wait: 10000 }).then((r) => (settled = r));
+  const queued = await waitForWaiter(name, 'exclusive');
+  await sleep(200);
+  const early = settled;
+  const still = await leaderCount(name);
+  report(
+    together === 2 && r1.token !== r2.token && queued && early === null && still === 2,
+    'shared: two shared holders together, each with its own token, while an exclusive request waits',
+    together, still, queued, early,
+  );
+  await r1.release();
+  await r2.release();
+  const got = await exclusive;
+  report(got[0] === 'acquired', 'shared: the exclusive request is granted once both shared holders have released', got);
+}
+
+async function testAcquireAll() {
+  const [a, b, c] = [`${PREFIX}acct:b`, `${PREFIX}acct:a`, `${PREFIX}acct:c`];
+  const both = await pglease.holdAll(CONN, [a, b], { ttl: 2000 });
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    const { tokens } = await admin(
+      'SELECT array_agg(token::text ORDER BY array_position($1::text[], name)) AS tokens FROM lease.leases WHERE name = ANY($1::text[]) AND owner IS NOT NULL',
+      [[a, b]],
+    );
+    report(
+      both.names.join() === [a, b].join() && [...both.tokens.keys()].join() === [a, b].join() &&
+        both.tokenOf(a) === BigInt(tokens[0]) && both.tokenOf(b) === BigInt(tokens[1]) && tokens[0] !== tokens[1] && both.token === null,
+      'acquire all: one token per name, aligned with the names given, each the server\'s',
+      [...both.tokens], tokens,
+    );
+    const write = (...names) =>
+      both.transaction(client, async (c) => {
+        for (const name of names) {
+          await c.query("INSERT INTO client_work (lease_name, note, fence_token) VALUES ($1, 'both', $2)", [name, both.tokenOf(name).toString()]);
+        }
+      });
+    await write(a, b);
+    const other = await pglease.holdAll(CONN, [c, b], { ttl: 5000, wait: 200 }).then(
+      async (l) => (await l.release(), 'acquired'),
+      (err) => err.constructor.name,
+    );
+    const cRow = await admin("SELECT coalesce((SELECT state FROM lease.status WHERE name = $1), 'never granted') AS state", [c]);
+    report(
+      other === 'NotAcquiredError' && cRow.state !== 'held',
+      'acquire all: an overlapping set is not acquired, and holds nothing (all or none)',
+      other, cRow,
+    );
+    await admin('SELECT lease.lease_revoke($1)', [b]);
+    let outcome = 'written';
+    try {
+      await write(a);
+    } catch (err) {
+      outcome = err instanceof pglease.FencedError ? 'FencedError' : `${err}`;
+    }
+    const { n } = await admin('SELECT count(*)::int AS n FROM client_work WHERE lease_name IN ($1, $2)', [a, b]);
+    report(
+      outcome === 'FencedError' && n === 2,
+      'acquire all: fenced rows under each name\'s own token; one name revoked, the next fenced transaction rejects with FencedError',
+      outcome, n,
+    );
+  } finally {
+    await client.end();
+    await both.release().catch(() => {});
+  }
+}
+
+async function testValues() {
+  const name = `${PREFIX}leader`;
+  const lease = await pglease.hold(CONN, name, { owner: 'node-leader', ttl: 2000 });
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    const stored = await lease.setValue({ addr: '10.0.0.5:5432' });
+    const holders = await pglease.leader(client, name);
+    report(
+      stored === true && holders.length === 1 && holders[0].owner === 'node-leader' && holders[0].token === lease.token &&
+        holders[0].value.addr === '10.0.0.5:5432' && holders[0].expiresAt instanceof Date,
+      'setValue, then leader(name): owner, token, the value published, expiresAt',
+      stored, holders,
+    );
+    await admin('SELECT lease.lease_revoke($1)', [name]);
+    // setValue still answers after the loss: false
+    await Promise.race([new Promise((resolve) => lease.signal.addEventListener('abort', resolve)), sleep(3000)]);
+    const stale = await lease.setValue({ addr: 'stale' });
+    const staleClient = await lease.setValue({ addr: 'stale' }, client);
+    const after = await pglease.leader(CONN, name);
+    report(
+      stale === false && staleClient === false && after.length === 0,
+      'setValue with a stale token resolves false (on the helper\'s client and on yours), and publishes nothing',
+      stale, staleClient, after,
+    );
+  } finally {
+    await client.end();
+    await lease.release().catch(() => {});
+  }
+}
+
+async function testSessionPrimitives() {
+  const s1 = await pglease.session(CONN, { ttl: 5000 });
+  const s2 = await pglease.session(CONN, { ttl: 5000 });
+  const names = [`${PREFIX}s-acct:2`, `${PREFIX}s-acct:1`];
+  const sem = `${PREFIX}s-semaphore`;
+  const shared = `${PREFIX}s-shared`;
+  try {
+    const held = await s1.acquireAll(names);
+    const { tokens } = await admin(
+      'SELECT array_agg(token::text ORDER BY array_position($1::text[], name)) AS tokens FROM lease.leases WHERE name = ANY($1::text[]) AND session = $2',
+      [names, s1.id.toString()],
+    );
+    report(
+      held.tokenOf(names[0]) === BigInt(tokens[0]) && held.tokenOf(names[1]) === BigInt(tokens[1]),
+      'session: acquireAll gives a token per name, aligned with the names',
+      [...held.tokens], tokens,
+    );
+    const permit = await s1.acquire(sem, { permits: 1 });
+    const second = await s2.acquire(sem, { permits: 1, wait: 200 }).then(() => 'acquired', (err) => err.constructor.name);
+    const r1 = await s1.acquire(shared, { shared: true });
+    const r2 = await s2.acquire(shared, { shared: true });
+    const published = await r1.setValue('reader-1');
+    const values = (await pglease.leader(CONN, shared)).map((h) => String(h.value)).sort();
+    report(
+      permit.token > 0n && second === 'NotAcquiredError' && r1.token !== r2.token && published === true && values.join() === ['null', 'reader-1'].join(),
+      'session: a semaphore permit (a second session is not acquired) and two shared grants, one with a value',
+      second, values,
+    );
+  } finally {
+    await s1.close().catch(() => {});
+    await s2.close().catch(() => {});
+  }
+  report(
+    (await leaderCount(sem)) === 0 && (await leaderCount(shared)) === 0 && (await leaderCount(names[0])) === 0,
+    'session: closing the sessions ends their permits, shared and all-or-none grants',
+  );
+}
+
+async function testPrimitivesBadInput() {
+  const unreachable = 'host=127.0.0.1 port=1 dbname=postgres connect_timeout=1';
+  const checks = [
+    [() => pglease.hold(unreachable, 'x', { permits: 2, shared: true }), 'pglease: permits and shared exclude each other'],
+    [() => pglease.hold(unreachable, 'x', { permits: 0 }), 'pglease: permits must be between 1 and 10000'],
+    [() => pglease.holdAll(unreachable, []), 'pglease: no lease names given'],
+    [() => pglease.holdAll(unreachable, ['a', '']), 'pglease: the lease name must not be empty'],
+  ];
+  for (const [call, message] of checks) {
+    let got = 'no error';
+    try {
+      await call();
+    } catch (err) {
+      got = err instanceof TypeError || err instanceof RangeError ? err.message : `${err}`;
+    }
+    report(got === message, `bad input refused before any round trip: ${message}`, got);
+  }
+}
+
 async function main() {
-  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked, testZombie, testOutage];
+  const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked,
+    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

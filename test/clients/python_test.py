@@ -10,6 +10,7 @@ Prints "ok - ..." / "not ok - ..." lines and "# end" when it ran to the end.
 """
 
 import os
+import contextlib
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ CONNINFO = os.environ["CLIENTS_CONNINFO"]
 ADMIN = os.environ["CLIENTS_ADMIN"]
 PREFIX = os.environ["CLIENTS_PREFIX"]
 TWO_53 = 2**53
+UNREACHABLE = "host=127.0.0.1 port=1 dbname=postgres connect_timeout=1"
 
 
 def report(ok, description, diagnostic=""):
@@ -416,6 +418,249 @@ def test_outage():
     )
 
 
+def leader_count(name):
+    return admin("SELECT count(*) FROM lease.leader(%s)", name)[0]
+
+
+def wait_for_waiter(name, mode, seconds=5):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if admin("SELECT count(*) FROM lease.waiters WHERE name = %s AND mode = %s", name, mode)[0]:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def hold_in_thread(result, *args, **kwargs):
+    """Holds in a thread of its own: result gets ("acquired", token) or the error's name."""
+
+    def run():
+        try:
+            with pglease.hold(*args, **kwargs) as lease:
+                result.append(("acquired", lease.token))
+        except Exception as error:
+            result.append((type(error).__name__, None))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_semaphore():
+    name = PREFIX + "semaphore"
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(pglease.hold(CONNINFO, name, permits=2, ttl=5))
+        second = pglease.hold(CONNINFO, name, permits=2, ttl=5)
+        b = second.__enter__()
+        holders = leader_count(name)
+        try:
+            with pglease.hold(CONNINFO, name, permits=2, ttl=5, wait=0.3):
+                third = "acquired"
+        except pglease.NotAcquired:
+            third = "NotAcquired"
+        report(
+            a.token != b.token and holders == 2 and third == "NotAcquired",
+            "semaphore: two holders of 2 permits, each with its own token; a third is not acquired after waiting 0.3 s",
+            f"tokens {a.token} {b.token}, {holders} holders, third: {third}",
+        )
+        result = []
+        thread = hold_in_thread(result, CONNINFO, name, permits=2, ttl=5, wait=10)
+        queued = wait_for_waiter(name, "semaphore")
+        waited = list(result)
+        second.__exit__(None, None, None)
+        thread.join(10)
+        report(
+            queued and not waited and result and result[0][0] == "acquired" and result[0][1] > b.token,
+            "semaphore: a third holder waits in the server's queue and gets the permit the second gives back",
+            f"queued {queued}, before: {waited}, after: {result}",
+        )
+    report(leader_count(name) == 0, "semaphore: every permit released at the end of the blocks")
+
+
+def test_semaphore_revoked():
+    name = PREFIX + "semaphore-revoked"
+    lost = []
+    try:
+        with pglease.hold(CONNINFO, name, permits=3, ttl=2, on_lost=lambda l: lost.append(1)) as permit, \
+                psycopg.connect(CONNINFO, prepare_threshold=None) as conn:
+            with permit.transaction(conn):
+                conn.execute("INSERT INTO client_log VALUES (%s, 'under the permit')", (name,))
+            admin("SELECT lease.lease_revoke(%s)", name)
+            signalled = permit.lost.wait(3)
+            report(signalled and lost == [1], "semaphore: a revoked permit is signalled as a loss", permit.lost_reason)
+            try:
+                with permit.transaction(conn):
+                    conn.execute("INSERT INTO client_log VALUES (%s, 'after the revoke')", (name,))
+                outcome = "written"
+            except pglease.FencedError as error:
+                outcome = "FencedError" if error.detail else "FencedError without DETAIL"
+            conn.rollback()
+            written = admin("SELECT count(*) FROM client_log WHERE lease_name = %s", name)[0]
+            report(
+                outcome == "FencedError" and written == 1,
+                "semaphore: the revoked permit's next fenced transaction raises FencedError (with DETAIL), nothing written",
+                f"{outcome}, {written} rows",
+            )
+    except pglease.LeaseLost:
+        pass
+
+
+def test_shared():
+    name = PREFIX + "shared"
+    with pglease.hold(CONNINFO, name, shared=True, ttl=5) as reader1, \
+            pglease.hold(CONNINFO, name, shared=True, ttl=5) as reader2:
+        together = leader_count(name)
+        result = []
+        thread = hold_in_thread(result, CONNINFO, name, ttl=5, wait=10)
+        queued = wait_for_waiter(name, "exclusive")
+        time.sleep(0.2)
+        waited = list(result)
+        still = leader_count(name)
+        report(
+            together == 2 and reader1.token != reader2.token and queued and not waited and still == 2,
+            "shared: two shared holders together, each with its own token, while an exclusive request waits",
+            f"{together} holders, then {still}; exclusive queued {queued}, got {waited}",
+        )
+    thread.join(10)
+    report(
+        result and result[0][0] == "acquired",
+        "shared: the exclusive request is granted once both shared holders have released",
+        result,
+    )
+
+
+def test_acquire_all():
+    try:
+        acquire_all()
+    except pglease.LeaseLost:  # the end of the block, after the revoke
+        pass
+
+
+def acquire_all():
+    a, b, c = PREFIX + "acct:b", PREFIX + "acct:a", PREFIX + "acct:c"
+    with pglease.hold_all(CONNINFO, [a, b], ttl=2) as both, psycopg.connect(CONNINFO, prepare_threshold=None) as conn:
+        server = {n: int(t) for n, t in (x.split("=") for x in admin(
+            "SELECT array_agg(name || '=' || token) FROM lease.leases WHERE name IN (%s, %s) AND owner IS NOT NULL", a, b)[0])}
+        report(
+            list(both.tokens) == [a, b] and both.tokens == server and both.token_of(a) != both.token_of(b),
+            "acquire all: one token per name, aligned with the names given, each the server's",
+            f"helper {both.tokens}, server {server}",
+        )
+        with both.transaction(conn):
+            for name in (a, b):
+                conn.execute(
+                    "INSERT INTO client_work (lease_name, note, fence_token) VALUES (%s, 'both', %s)",
+                    (name, both.token_of(name)),
+                )
+        try:
+            with pglease.hold_all(CONNINFO, [c, b], ttl=5, wait=0.2):
+                other = "acquired"
+        except pglease.NotAcquired:
+            other = "NotAcquired"
+        c_state = lease_row(c)
+        report(
+            other == "NotAcquired" and (c_state is None or c_state[2] != "held"),
+            "acquire all: an overlapping set is not acquired, and holds nothing (all or none)",
+            f"{other}, {c} is {c_state}",
+        )
+        admin("SELECT lease.lease_revoke(%s)", b)
+        try:
+            with both.transaction(conn):
+                conn.execute(
+                    "INSERT INTO client_work (lease_name, note, fence_token) VALUES (%s, 'after', %s)",
+                    (a, both.token_of(a)),
+                )
+            outcome = "written"
+        except pglease.FencedError:
+            outcome = "FencedError"
+        conn.rollback()
+        written = admin("SELECT count(*) FROM client_work WHERE lease_name IN (%s, %s)", a, b)[0]
+        report(
+            outcome == "FencedError" and written == 2,
+            "acquire all: fenced rows under each name's own token; one name revoked, the next fenced transaction raises FencedError",
+            f"{outcome}, {written} rows",
+        )
+        both.lost.wait(3)
+
+
+def test_values():
+    try:
+        values()
+    except pglease.LeaseLost:  # the end of the block, after the revoke
+        pass
+
+
+def values():
+    name = PREFIX + "leader"
+    with pglease.hold(CONNINFO, name, owner="py-leader", ttl=2) as lease, \
+            psycopg.connect(CONNINFO, autocommit=True, prepare_threshold=None) as conn:
+        stored = lease.set_value({"addr": "10.0.0.5:5432"})
+        holders = pglease.leader(conn, name)
+        report(
+            stored is True and len(holders) == 1 and holders[0].owner == "py-leader" and holders[0].token == lease.token
+            and holders[0].value == {"addr": "10.0.0.5:5432"} and holders[0].expires_at is not None,
+            "set_value, then leader(name): owner, token, the value published, expires_at",
+            f"{stored}, {holders}",
+        )
+        admin("SELECT lease.lease_revoke(%s)", name)
+        lease.lost.wait(3)  # set_value still answers after the loss: false
+        stale = lease.set_value({"addr": "stale"})
+        stale_conn = lease.set_value({"addr": "stale"}, conn)
+        report(
+            stale is False and stale_conn is False and pglease.leader(CONNINFO, name) == [],
+            "set_value with a stale token returns False (on the helper's connection and on yours), and publishes nothing",
+            f"{stale}, {stale_conn}",
+        )
+
+
+def test_session_primitives():
+    with pglease.session(CONNINFO, ttl=5) as session, pglease.session(CONNINFO, ttl=5) as other:
+        names = [PREFIX + "s-acct:2", PREFIX + "s-acct:1"]
+        held = session.acquire_all(names)
+        tokens = admin("SELECT array_agg(token ORDER BY array_position(%s::text[], name)) FROM lease.leases WHERE name = ANY(%s::text[]) AND session = %s",
+                       names, names, session.id)[0]
+        report(
+            list(held.tokens.values()) == tokens and list(held.tokens) == names,
+            "session: acquire_all gives a token per name, aligned with the names",
+            f"{held.tokens}, server {tokens}",
+        )
+        sem = PREFIX + "s-semaphore"
+        permit = session.acquire(sem, permits=1)
+        try:
+            other.acquire(sem, permits=1, wait=0.2)
+            second = "acquired"
+        except pglease.NotAcquired:
+            second = "NotAcquired"
+        shared = PREFIX + "s-shared"
+        r1 = session.acquire(shared, shared=True)
+        r2 = other.acquire(shared, shared=True)
+        published = r1.set_value("reader-1")
+        values = sorted(str(h.value) for h in pglease.leader(CONNINFO, shared))
+        report(
+            second == "NotAcquired" and permit.token > 0 and r1.token != r2.token and published and values == ["None", "reader-1"],
+            "session: a semaphore permit (a second session is not acquired) and two shared grants, one with a value",
+            f"{second}, {values}",
+        )
+    report(leader_count(sem) == 0 and leader_count(shared) == 0 and leader_count(names[0]) == 0,
+           "session: closing the sessions ends their permits, shared and all-or-none grants")
+
+
+def test_primitives_bad_input():
+    checks = [
+        (lambda: pglease.hold(UNREACHABLE, "x", permits=2, shared=True), "pglease: permits and shared exclude each other"),
+        (lambda: pglease.hold(UNREACHABLE, "x", permits=0), "pglease: permits must be between 1 and 10000"),
+        (lambda: pglease.hold_all(UNREACHABLE, []), "pglease: no lease names given"),
+        (lambda: pglease.hold_all(UNREACHABLE, ["a", ""]), "pglease: the lease name must not be empty"),
+    ]
+    for call, message in checks:
+        try:
+            call()
+            got = "no error"
+        except ValueError as error:
+            got = str(error)
+        report(got == message, f"bad input refused before any round trip: {message}", got)
+
+
 def main():
     tests = [
         test_acquire_release_bigint,
@@ -429,6 +674,13 @@ def main():
         test_heartbeat,
         test_fence,
         test_revoked,
+        test_semaphore,
+        test_semaphore_revoked,
+        test_shared,
+        test_acquire_all,
+        test_values,
+        test_session_primitives,
+        test_primitives_bad_input,
         test_zombie,
         test_outage,
     ]

@@ -8,8 +8,11 @@
 # release, heartbeats past several TTLs, release on exit, bigint tokens above
 # 2^53 (the token sequence is set past 2^53 first),
 # fenced transactions (lease.set_fence_token), a revoke, a zombie stopped with
-# SIGSTOP past its TTL whose fenced write raises the typed LF001 error, and a
-# database outage signalled as a loss before the lease could expire.
+# SIGSTOP past its TTL whose fenced write raises the typed LF001 error, a
+# database outage signalled as a loss before the lease could expire, and the
+# 1.3 primitives: semaphore permits (cap, queue, a revoked permit fenced),
+# shared holders beside a waiting exclusive, all-or-none tokens fenced per name,
+# set_value and leader, and their session forms; each README's examples too.
 #
 # Installs the Debian packages it needs, and each helper as its README's
 # install steps say, outside the checkout. Expects the extension installed (the
@@ -103,6 +106,14 @@ SELECT lease.pool_put('meetings', 'meeting:' || i) FROM generate_series(1, 3) AS
 CREATE TABLE meeting_notes (id serial PRIMARY KEY, meeting text NOT NULL, note text, fence_token bigint);
 CREATE TRIGGER meeting_notes_fence BEFORE INSERT OR UPDATE OR DELETE ON meeting_notes
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{meeting}');
+-- The tables of the semaphore, all-or-none and leader examples.
+CREATE TABLE export_log (id serial PRIMARY KEY, note text, fence_token bigint);
+CREATE TRIGGER export_log_fence BEFORE INSERT OR UPDATE OR DELETE ON export_log
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('exports');
+CREATE TABLE accounts (id int PRIMARY KEY, balance numeric NOT NULL, fence_token bigint);
+INSERT INTO accounts VALUES (1, 1000, NULL), (2, 1000, NULL);
+CREATE TRIGGER accounts_fence BEFORE INSERT OR UPDATE OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('account:{id}');
 SQL
 if [ "$(psql -X -A -t -c "SELECT to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL")" != t ]; then
     echo "# lease.set_fence_token(bigint) is not installed: the fenced-transaction checks will fail"
@@ -238,6 +249,30 @@ run_session_example() {
         "exit $rc, notes: $written; output: $(cat "$WORK/$label-session-example.out")"
 }
 
+# run_primitives_example LABEL COMMAND...: runs a README's example of the 1.3
+# primitives: a fenced row under one of the 2 permits of semaphore "exports", 10
+# moved from account 1 to account 2 under both accounts' leases (each row under
+# its own name's token), and "db-leader" held with a published address that
+# lease.leader() shows; everything released at the end.
+run_primitives_example() {
+    local label=$1 before after
+    shift
+    before=$(psql -X -A -t -c "SELECT coalesce(max(id), 0) FROM export_log")
+    local balance
+    balance=$(psql -X -A -t -c "SELECT balance FROM accounts WHERE id = 1")
+    timeout 60 "$@" >"$WORK/$label-primitives-example.out" 2>&1
+    local rc=$?
+    after=$(psql -X -A -t -c "SELECT (SELECT count(*) FROM export_log e WHERE e.id > $before AND e.fence_token IN
+                                          (SELECT token FROM lease.history WHERE name = 'exports' AND event = 'acquired')),
+                                     (SELECT balance FROM accounts WHERE id = 1) = $balance - 10,
+                                     (SELECT bool_and(a.fence_token = l.token AND l.owner IS NULL) FROM accounts a
+                                        JOIN lease.leases l ON l.name = 'account:' || a.id),
+                                     (SELECT count(*) FROM lease.leader('exports')) + (SELECT count(*) FROM lease.leader('db-leader'))")
+    [ "$rc" -eq 0 ] && [ "$after" = "1|t|t|0" ] && grep -q '10.0.0.5:5432' "$WORK/$label-primitives-example.out"
+    report $? "$label: the README's semaphore, all-or-none and leader example runs: a row under a permit's token, both accounts under their own tokens, the published address read back, all released" \
+        "exit $rc, checks: $after (want 1|t|t|0); output: $(cat "$WORK/$label-primitives-example.out")"
+}
+
 # python_tests CONNINFO PREFIX LABEL (the test program ends with an outage).
 python_tests() {
     python_install || return
@@ -245,6 +280,8 @@ python_tests() {
     DATABASE_URL=$1 run_example "$3" "$PYTHON" "$WORK/example.py"
     extract_example clients/python/README.md python 2 >"$WORK/session-example.py"
     DATABASE_URL=$1 run_session_example "$3" "$PYTHON" "$WORK/session-example.py"
+    extract_example clients/python/README.md python 3 >"$WORK/primitives-example.py"
+    DATABASE_URL=$1 run_primitives_example "$3" "$PYTHON" "$WORK/primitives-example.py"
     CLIENTS_CONNINFO=$1 CLIENTS_PREFIX=$2 run_program "$3" "$PYTHON" test/clients/python_test.py
 }
 
@@ -253,9 +290,10 @@ python_tests() {
 # the tests build beside it. Module mode would need the module proxy.
 go_tests() {
     local gopath=$WORK/home/go
-    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample"
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample" "$gopath/src/primitivesexample"
     extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
     extract_example clients/go/README.md go 2 >"$gopath/src/sessionexample/main.go"
+    extract_example clients/go/README.md go 3 >"$gopath/src/primitivesexample/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
     export GOCACHE=${gocache:-$WORK/gocache}
@@ -264,19 +302,22 @@ go_tests() {
         return
     fi
     report 0 "go: the README's install steps build the README's example"
-    cp test/clients/go/main.go "$gopath/src/clientstest/"
+    cp test/clients/go/*.go "$gopath/src/clientstest/"
     if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
-            go vet pglease clientstest yourapp sessionexample && go build -o "$WORK/go-test" clientstest &&
-            go build -o "$WORK/go-session-example" sessionexample) >"$WORK/go-build.log" 2>&1; then
+            go vet pglease clientstest yourapp sessionexample primitivesexample && go build -o "$WORK/go-test" clientstest &&
+            go build -o "$WORK/go-session-example" sessionexample &&
+            go build -o "$WORK/go-primitives-example" primitivesexample) >"$WORK/go-build.log" 2>&1; then
         report 1 "go: the helper's tests and the README's session example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
         return
     fi
     report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
     DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
+    DATABASE_URL=$CLIENTS_ADMIN run_primitives_example go "$WORK/go-primitives-example"
     if pgbouncer_running; then
         DATABASE_URL=$PGBOUNCER_CONNINFO run_example go-pgbouncer "$gopath/src/yourapp/yourapp"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example go-pgbouncer "$WORK/go-primitives-example"
     fi
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
@@ -304,9 +345,12 @@ node_tests() {
     DATABASE_URL=$CLIENTS_ADMIN run_example node node "$app/example.js"
     extract_example clients/node/README.md js 2 >"$app/session-example.js"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example node node "$app/session-example.js"
+    extract_example clients/node/README.md js 3 >"$app/primitives-example.js"
+    DATABASE_URL=$CLIENTS_ADMIN run_primitives_example node node "$app/primitives-example.js"
     if pgbouncer_running; then
         DATABASE_URL=$PGBOUNCER_CONNINFO run_example node-pgbouncer node "$app/example.js"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
+        DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example node-pgbouncer node "$app/primitives-example.js"
     fi
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
@@ -323,9 +367,11 @@ java_tests() {
     fi
     extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
     extract_example clients/java/README.md java 2 >"$WORK/java/example/SessionExample.java"
+    extract_example clients/java/README.md java 3 >"$WORK/java/example/PrimitivesExample.java"
     if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
-            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/ClientsTest.java &&
-            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java"; } >"$WORK/javac.log" 2>&1; then
+            javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/*.java &&
+            javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java" \
+                "$WORK/java/example/PrimitivesExample.java"; } >"$WORK/javac.log" 2>&1; then
         report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
         return
     fi
@@ -335,6 +381,7 @@ java_tests() {
     # The example gets a libpq keyword = value string (over TCP: pgjdbc has no Unix sockets).
     DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
+    DATABASE_URL=$keywords run_primitives_example java java -cp "$WORK/java/example:$jar:$jdbc" PrimitivesExample
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
         run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }

@@ -603,6 +603,13 @@ func main() {
 		{"heartbeat", testHeartbeat},
 		{"fence", testFence},
 		{"revoked", testRevoked},
+		{"semaphore", testSemaphore},
+		{"semaphore revoked", testSemaphoreRevoked},
+		{"shared", testShared},
+		{"acquire all", testAcquireAll},
+		{"values", testValues},
+		{"session primitives", testSessionPrimitives},
+		{"primitives bad input", testPrimitivesBadInput},
 		{"zombie", testZombie},
 		{"outage", testOutage},
 	}

@@ -499,9 +499,13 @@ public final class ClientsTest {
         }
         Test[] tests = {ClientsTest::testAcquireReleaseBigint, ClientsTest::testNotAcquired, ClientsTest::testWaiterWoken, ClientsTest::testErrors,
                 ClientsTest::testBadInput, ClientsTest::testConnectionStrings, ClientsTest::testSession, ClientsTest::testPool,
-                ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked, ClientsTest::testZombie,
-                ClientsTest::testOutage};
-        String[] names = {"acquire", "not acquired", "waiter woken", "errors", "heartbeat", "fence", "revoked", "zombie", "outage"};
+                ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked,
+                Primitives::testSemaphore, Primitives::testSemaphoreRevoked, Primitives::testShared, Primitives::testAcquireAll,
+                Primitives::testValues, Primitives::testSessionPrimitives, Primitives::testPrimitivesBadInput,
+                ClientsTest::testZombie, ClientsTest::testOutage};
+        String[] names = {"acquire", "not acquired", "waiter woken", "errors", "bad input", "connection strings", "session", "pool",
+            "heartbeat", "fence", "revoked", "semaphore", "semaphore revoked", "shared", "acquire all", "values",
+            "session primitives", "primitives bad input", "zombie", "outage"};
         for (int i = 0; i < tests.length; i++) {
             try {
                 tests[i].run();

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -30,6 +30,9 @@ from psycopg.pq import TransactionStatus
 
 __all__ = [
     "hold",
+    "hold_all",
+    "leader",
+    "Holder",
     "Lease",
     "session",
     "Session",
@@ -58,6 +61,33 @@ _FENCE = (
     "SELECT lease.fenced_write(%(name)s, %(token)s::pg_catalog.int8), "
     "lease.set_fence_token(%(token)s::pg_catalog.int8)"
 )
+# Semaphore permits and shared grants (lease 1.3): heartbeat, release and the
+# fence take their tokens as they take a lease's.
+_SEMAPHORE_ACQUIRE = (
+    "SELECT lease.semaphore_acquire(%s, %s, %s::pg_catalog.int4, %s::pg_catalog.interval, %s::pg_catalog.interval)"
+)
+_SHARED_ACQUIRE = "SELECT lease.lease_acquire_shared(%s, %s, %s::pg_catalog.interval, %s::pg_catalog.interval)"
+# All or none: the tokens aligned with the names, or NULL holding nothing.
+_ACQUIRE_ALL = "SELECT lease.lease_acquire_all(%s::pg_catalog.text[], %s, %s::pg_catalog.interval, %s::pg_catalog.interval)"
+# Several names at once, each with its own token: every heartbeat (or release)
+# runs, and the answer is true only if every one was.
+_HEARTBEAT_ALL = (
+    "SELECT pg_catalog.bool_and(lease.lease_heartbeat(n, t)) "
+    "FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]), pg_catalog.unnest(%s::pg_catalog.int8[])) AS u(n, t)"
+)
+_RELEASE_ALL = (
+    "SELECT pg_catalog.bool_and(lease.lease_release(n, t)) "
+    "FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]), pg_catalog.unnest(%s::pg_catalog.int8[])) AS u(n, t)"
+)
+# Each name checked with its own token, in the server's order (by bytes), as
+# lease_acquire_all takes them. No single token for fence triggers: rows carry
+# their name's token (token_of).
+_FENCE_ALL = (
+    "SELECT pg_catalog.count(lease.fenced_write(n, t)) "
+    "FROM ROWS FROM (pg_catalog.unnest(%s::pg_catalog.text[]), pg_catalog.unnest(%s::pg_catalog.int8[])) AS u(n, t)"
+)
+_SET_VALUE = "SELECT lease.lease_set_value(%s, %s::pg_catalog.int8, %s::pg_catalog.jsonb)"
+_LEADER = "SELECT owner, token, value, expires_at FROM lease.leader(%s)"
 
 
 # The helpers' messages for bad input, the same in every helper of clients/
@@ -68,6 +98,10 @@ _NEGATIVE_WAIT = "pglease: wait must not be negative"
 _BAD_GRACE = "pglease: grace must be between 0 and ttl/2"
 _NO_CONNECTION = "pglease: no connection given"
 _MALFORMED = "pglease: malformed connection string: "
+_BAD_PERMITS = "pglease: permits must be between 1 and 10000"
+_PERMITS_AND_SHARED = "pglease: permits and shared exclude each other"
+_NO_NAMES = "pglease: no lease names given"
+_ONE_NAME = "pglease: set_value needs a grant of one name"
 
 
 class FencedError(psycopg.DatabaseError, code="LF001"):
@@ -133,8 +167,136 @@ def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
 
-class Lease:
-    """A held lease. Create it with :func:`hold`."""
+def _check_kind(permits: Optional[int], shared: bool) -> None:
+    if permits is not None and (isinstance(permits, bool) or not isinstance(permits, int) or not 1 <= permits <= 10000):
+        raise ValueError(_BAD_PERMITS)
+    if permits is not None and shared:
+        raise ValueError(_PERMITS_AND_SHARED)
+
+
+def _check_names(names: Sequence[str]) -> List[str]:
+    if isinstance(names, str):
+        raise TypeError("names must be a sequence of lease names, not a str")
+    names = list(names) if names is not None else []
+    if not names:
+        raise ValueError(_NO_NAMES)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(_NO_NAME)
+    return names
+
+
+def _by_bytes(pairs) -> tuple:
+    """(names, tokens) sorted by the names' UTF-8 bytes: the server's order."""
+    ordered = sorted(pairs, key=lambda pair: pair[0].encode())
+    return [n for n, _ in ordered], [t for _, t in ordered]
+
+
+def _fence_pairs(conn, pairs) -> None:
+    if conn is None:
+        raise ValueError(_NO_CONNECTION)
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        raise ValueError(
+            "fence() needs an open transaction: use lease.transaction(conn), "
+            "conn.transaction(), or a connection with autocommit off"
+        )
+    if len(pairs) == 1:
+        conn.execute(_FENCE, {"name": pairs[0][0], "token": pairs[0][1]})
+    else:
+        conn.execute(_FENCE_ALL, _by_bytes(pairs))
+
+
+class Holder(NamedTuple):
+    """One live holder of a name, from :func:`leader`: the exclusive holder,
+    or one holder of a semaphore permit or shared grant."""
+
+    owner: str
+    token: int
+    value: object  # what it published (set_value), None before
+    expires_at: object  # a datetime
+
+
+def leader(conn: Union[str, "psycopg.Connection"], name: str) -> List[Holder]:
+    """Who holds ``name`` now and what each published (``lease.leader``): one
+    :class:`Holder` for an exclusive lease, one per holder of a semaphore or
+    shared lease, none when nobody holds it. ``conn`` is a connection of yours
+    or a libpq connection string."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(_NO_NAME)
+    if conn is None:
+        raise ValueError(_NO_CONNECTION)
+    if isinstance(conn, str):
+        _check_conninfo(conn)
+        with psycopg.connect(conn, autocommit=True, prepare_threshold=None) as own:
+            return [Holder(*row) for row in own.execute(_LEADER, (name,)).fetchall()]
+    return [Holder(*row) for row in conn.execute(_LEADER, (name,)).fetchall()]
+
+
+class _Grants:
+    """What a held lease and a session's grant share: one name and token, or
+    several (all or none), each name fenced with its own token."""
+
+    _pairs: list
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this grant (an exact ``int``)."""
+        if not self._pairs:
+            raise RuntimeError("the lease has not been acquired")
+        if len(self._pairs) > 1:
+            raise RuntimeError("a grant of several names has a token per name: use token_of(name) or tokens")
+        return self._pairs[0][1]
+
+    @property
+    def tokens(self) -> "dict[str, int]":
+        """Each name's token, in the order the names were given."""
+        return dict(self._pairs)
+
+    def token_of(self, name: str) -> int:
+        """The token of ``name``, one of the names held."""
+        for held, token in self._pairs:
+            if held == name:
+                return token
+        raise KeyError(name)
+
+    def fence(self, conn: psycopg.Connection) -> None:
+        """Fence the transaction open on ``conn`` with this lease's token.
+
+        Checks the lease at once (:class:`FencedError` if the token is stale or
+        the lease expired), holds off any new grant of the lease until the
+        transaction ends, and sets ``lease.fence_token`` for the rest of the
+        transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
+        A grant of several names checks each with its own token and sets no
+        ``lease.fence_token``: rows then carry their name's token (``token_of``).
+        """
+        _fence_pairs(conn, self._pairs)
+
+    @contextlib.contextmanager
+    def transaction(self, conn: psycopg.Connection) -> Iterator[psycopg.Transaction]:
+        """``conn.transaction()``, fenced with :meth:`fence`: one call."""
+        if conn is None:
+            raise ValueError(_NO_CONNECTION)
+        with conn.transaction() as tx:
+            self.fence(conn)
+            yield tx
+
+    def set_value(self, value, conn: Optional[psycopg.Connection] = None) -> bool:
+        """Publishes ``value`` (anything JSON: an address, a role) for this
+        grant (``lease.lease_set_value``), for :func:`leader` and the
+        ``value_set`` event; False, and nothing changed, if the token is no
+        longer live. With ``conn``, in its transaction; without, on the
+        helper's connection."""
+        if len(self._pairs) != 1:
+            raise ValueError(_ONE_NAME)
+        params = (self._pairs[0][0], self._pairs[0][1], json.dumps(value))
+        if conn is not None:
+            return bool(conn.execute(_SET_VALUE, params).fetchone()[0])
+        return bool(self._helper_query(_SET_VALUE, params))
+
+
+class Lease(_Grants):
+    """A held lease, semaphore permit or shared grant, or several leases held
+    all or none. Create it with :func:`hold` or :func:`hold_all`."""
 
     def __init__(
         self,
@@ -146,10 +308,17 @@ class Lease:
         wait: Duration = 0,
         grace: Optional[Duration] = None,
         on_lost: Optional[Callable[["Lease"], None]] = None,
+        permits: Optional[int] = None,
+        shared: bool = False,
+        names: Optional[Sequence[str]] = None,
     ):
         _check_conninfo(conninfo)
-        if not isinstance(name, str) or not name:
+        if names is not None:
+            names = _check_names(names)
+            name = ", ".join(names)
+        elif not isinstance(name, str) or not name:
             raise ValueError(_NO_NAME)
+        _check_kind(permits, shared)
         ttl_s = _seconds(ttl, "ttl")
         if ttl_s < MIN_TTL.total_seconds():
             raise ValueError(f"{_SHORT_TTL}, not {ttl_s} s")
@@ -161,6 +330,10 @@ class Lease:
             raise ValueError(_BAD_GRACE)
 
         self.name = name
+        #: The names held: one, or those of hold_all in their order.
+        self.names = names if names is not None else [name]
+        self.permits = permits
+        self.shared = bool(shared)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.ttl = timedelta(seconds=ttl_s)
         #: Set when the lease is lost; ``lost.wait()`` blocks until then.
@@ -171,6 +344,7 @@ class Lease:
         self._wait = wait_s
         self._on_lost = on_lost
         self._token: Optional[int] = None
+        self._pairs: list = []
         # Every period below counts from when the last successful acquire or
         # heartbeat was sent (docs/cli.md, "How run keeps the command inside
         # the lease"): the server read its clock later than that.
@@ -187,43 +361,20 @@ class Lease:
         self._started = threading.Event()
         self._start_error: Optional[BaseException] = None
 
-    @property
-    def token(self) -> int:
-        """The fencing token of this grant (an exact ``int``)."""
-        if self._token is None:
-            raise RuntimeError("the lease has not been acquired")
-        return self._token
-
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease has been lost."""
         if self.lost.is_set():
             raise LeaseLost(f'lease "{self.name}" lost: {self.lost_reason}')
 
-    def fence(self, conn: psycopg.Connection) -> None:
-        """Fence the transaction open on ``conn`` with this lease's token.
-
-        Checks the lease at once (:class:`FencedError` if the token is stale or
-        the lease expired), holds off any new grant of the lease until the
-        transaction ends, and sets ``lease.fence_token`` for the rest of the
-        transaction, so fence triggers accept its INSERTs, UPDATEs and DELETEs.
-        """
-        if conn is None:
-            raise ValueError(_NO_CONNECTION)
-        if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
-            raise ValueError(
-                "fence() needs an open transaction: use lease.transaction(conn), "
-                "conn.transaction(), or a connection with autocommit off"
-            )
-        conn.execute(_FENCE, {"name": self.name, "token": self.token})
-
-    @contextlib.contextmanager
-    def transaction(self, conn: psycopg.Connection) -> Iterator[psycopg.Transaction]:
-        """``conn.transaction()``, fenced with :meth:`fence`: one call."""
-        if conn is None:
-            raise ValueError(_NO_CONNECTION)
-        with conn.transaction() as tx:
-            self.fence(conn)
-            yield tx
+    def _helper_query(self, query: str, params: tuple):
+        """One statement on the helper's own connection, from the caller's thread:
+        the server's answer, even after a loss (a stale token answers false)."""
+        if self._loop is None or self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the lease is not held")
+        future = asyncio.run_coroutine_threadsafe(
+            self._call(query, params, time.monotonic() + self._interval), self._loop
+        )
+        return future.result()
 
     # -- the with statement ---------------------------------------------------
 
@@ -297,13 +448,15 @@ class Lease:
             # call was sent.
             wait = timedelta(seconds=max(0.0, min(give_up_at - sent, self._trust / 2)))
             try:
-                token = await self._call(_ACQUIRE, (self.name, self.owner, self.ttl, wait), sent + self._trust)
+                token = await self._call(*self._acquisition(wait), sent + self._trust)
             except psycopg.OperationalError:
                 if time.monotonic() >= give_up_at:
                     raise
                 token = None
             if token is not None:
-                self._token = token
+                tokens = token if isinstance(token, list) else [token]
+                self._pairs = list(zip(self.names, tokens))
+                self._token = tokens[0]
                 self._last_success = sent
                 return
             now = time.monotonic()
@@ -311,6 +464,16 @@ class Lease:
                 raise NotAcquired(f'lease "{self.name}" not acquired: another owner holds it')
             if now < sent + wait.total_seconds():  # refused early (or failed): do not spin
                 await asyncio.sleep(min(self._poll, give_up_at - now))
+
+    def _acquisition(self, wait: timedelta) -> tuple:
+        """The acquire's statement and parameters."""
+        if len(self.names) > 1:
+            return _ACQUIRE_ALL, (self.names, self.owner, self.ttl, wait)
+        if self.permits is not None:
+            return _SEMAPHORE_ACQUIRE, (self.name, self.owner, self.permits, self.ttl, wait)
+        if self.shared:
+            return _SHARED_ACQUIRE, (self.name, self.owner, self.ttl, wait)
+        return _ACQUIRE, (self.name, self.owner, self.ttl, wait)
 
     async def _keep(self) -> None:
         """Heartbeats until the block ends or the lease is lost."""
@@ -350,12 +513,17 @@ class Lease:
 
     def _renewal(self) -> tuple:
         """The heartbeat's statement and parameters."""
+        if len(self._pairs) > 1:
+            return _HEARTBEAT_ALL, _by_bytes(self._pairs)
         return _HEARTBEAT, (self.name, self._token)
 
     async def _release(self) -> None:
         deadline = min(time.monotonic() + MAX_RELEASE_WAIT, self._last_success + self.ttl.total_seconds())
         try:
-            released = await self._call(_RELEASE, (self.name, self._token), deadline)
+            if len(self._pairs) > 1:
+                released = await self._call(_RELEASE_ALL, _by_bytes(self._pairs), deadline)
+            else:
+                released = await self._call(_RELEASE, (self.name, self._token), deadline)
         except psycopg.Error as failure:
             log.warning('lease "%s": could not release it: %s; it expires on its own', self.name, failure)
             return
@@ -409,8 +577,15 @@ def hold(
     wait: Duration = 0,
     grace: Optional[Duration] = None,
     on_lost: Optional[Callable[[Lease], None]] = None,
+    permits: Optional[int] = None,
+    shared: bool = False,
 ) -> Lease:
     """Hold lease ``name`` for the duration of a ``with`` block.
+
+    With ``permits=N``, one of the N permits of semaphore ``name``
+    (``lease.semaphore_acquire``); with ``shared=True``, the lease in shared
+    mode beside other shared holders (``lease.lease_acquire_shared``). Either
+    way the grant has its own token, heartbeat, loss signal and fence.
 
     ``conninfo`` is a libpq connection string or URI for the helper's own
     connection. Durations are seconds or ``timedelta``s. ``wait`` is how long
@@ -421,7 +596,27 @@ def hold(
     which leaves your code ``grace`` to stop before the server could let the
     lease expire. ``owner`` defaults to ``host:pid:random``.
     """
-    return Lease(conninfo, name, owner=owner, ttl=ttl, wait=wait, grace=grace, on_lost=on_lost)
+    return Lease(
+        conninfo, name, owner=owner, ttl=ttl, wait=wait, grace=grace, on_lost=on_lost, permits=permits, shared=shared
+    )
+
+
+def hold_all(
+    conninfo: str,
+    names: Sequence[str],
+    *,
+    owner: Optional[str] = None,
+    ttl: Duration = 20,
+    wait: Duration = 0,
+    grace: Optional[Duration] = None,
+    on_lost: Optional[Callable[[Lease], None]] = None,
+) -> Lease:
+    """Hold every lease of ``names`` or none (``lease.lease_acquire_all``) for
+    the duration of a ``with`` block: :class:`NotAcquired` after ``wait``,
+    holding nothing. ``tokens`` and ``token_of(name)`` give each name's token;
+    the fenced transaction checks every name with its own token. One heartbeat
+    statement renews them all; the loss of any is the loss of the whole."""
+    return Lease(conninfo, "", owner=owner, ttl=ttl, wait=wait, grace=grace, on_lost=on_lost, names=names)
 
 
 # -- sessions and pools ----------------------------------------------------------
@@ -430,6 +625,13 @@ _SESSION_OPEN = "SELECT lease.session_open(%s, %s::pg_catalog.interval, false)"
 _SESSION_KEEPALIVE = "SELECT lease.session_keepalive(%s::pg_catalog.int8)"
 _SESSION_CLOSE = "SELECT lease.session_close(%s::pg_catalog.int8)"
 _SESSION_ACQUIRE = "SELECT lease.session_acquire(%s::pg_catalog.int8, %s, %s::pg_catalog.interval)"
+_SESSION_SEMAPHORE_ACQUIRE = (
+    "SELECT lease.session_semaphore_acquire(%s::pg_catalog.int8, %s, %s::pg_catalog.int4, %s::pg_catalog.interval)"
+)
+_SESSION_SHARED_ACQUIRE = "SELECT lease.session_acquire_shared(%s::pg_catalog.int8, %s, %s::pg_catalog.interval)"
+_SESSION_ACQUIRE_ALL = (
+    "SELECT lease.session_acquire_all(%s::pg_catalog.int8, %s::pg_catalog.text[], %s::pg_catalog.interval)"
+)
 _CLAIM = "SELECT name, token, state FROM lease.claim(%s, %s::pg_catalog.int8, %s::pg_catalog.int4)"
 _SURPLUS = "SELECT name FROM lease.surplus(%s, %s::pg_catalog.int8) AS name"
 _CHECKPOINT = "SELECT lease.checkpoint(%s, %s::pg_catalog.int8, %s::pg_catalog.jsonb)"
@@ -457,7 +659,9 @@ class Session(Lease):
     @property
     def id(self) -> int:
         """The session's id."""
-        return self.token
+        if self._token is None:
+            raise RuntimeError("the session has not been opened")
+        return self._token
 
     def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else "open" if self._token is not None else "not opened"
@@ -477,19 +681,42 @@ class Session(Lease):
                     self._ops.close()
                     self._ops = None
 
-    def acquire(self, name: str, *, wait: Duration = 0) -> "SessionLease":
+    def acquire(
+        self, name: str, *, wait: Duration = 0, permits: Optional[int] = None, shared: bool = False
+    ) -> "SessionLease":
         """Acquires lease ``name`` under the session, waiting up to ``wait`` in
         the server's queue; :class:`NotAcquired` after it. The lease needs no
-        heartbeat of its own: it is live while the session is."""
+        heartbeat of its own: it is live while the session is. ``permits`` and
+        ``shared`` as for :func:`hold`."""
         if not isinstance(name, str) or not name:
             raise ValueError(_NO_NAME)
+        _check_kind(permits, shared)
         wait_s = _seconds(wait, "wait")
         if wait_s < 0:
             raise ValueError(_NEGATIVE_WAIT)
-        token = self._query(_SESSION_ACQUIRE, (self.id, name, timedelta(seconds=wait_s)))[0][0]
+        wait_td = timedelta(seconds=wait_s)
+        if permits is not None:
+            token = self._query(_SESSION_SEMAPHORE_ACQUIRE, (self.id, name, permits, wait_td))[0][0]
+        elif shared:
+            token = self._query(_SESSION_SHARED_ACQUIRE, (self.id, name, wait_td))[0][0]
+        else:
+            token = self._query(_SESSION_ACQUIRE, (self.id, name, wait_td))[0][0]
         if token is None:
             raise NotAcquired(f'lease "{name}" not acquired: another owner holds it')
         return SessionLease(self, name, token, None)
+
+    def acquire_all(self, names: Sequence[str], *, wait: Duration = 0) -> "SessionLease":
+        """Acquires every lease of ``names`` under the session, or none
+        (``lease.session_acquire_all``): one :class:`SessionLease` with a token
+        per name (``tokens``, ``token_of``); :class:`NotAcquired` after ``wait``."""
+        names = _check_names(names)
+        wait_s = _seconds(wait, "wait")
+        if wait_s < 0:
+            raise ValueError(_NEGATIVE_WAIT)
+        tokens = self._query(_SESSION_ACQUIRE_ALL, (self.id, names, timedelta(seconds=wait_s)))[0][0]
+        if tokens is None:
+            raise NotAcquired(f"leases {', '.join(names)} not acquired: another owner holds one of them")
+        return SessionLease(self, ", ".join(names), None, None, pairs=list(zip(names, tokens)))
 
     def claim(self, pool: str, *, max: Optional[int] = None) -> "list[SessionLease]":
         """Claims free or orphaned resources of ``pool``, up to the session's
@@ -532,6 +759,7 @@ class Session(Lease):
     async def _acquire(self) -> None:
         sent = time.monotonic()
         self._token = await self._call(_SESSION_OPEN, (self.owner, self.ttl), sent + self._trust)
+        self._pairs = [(self.name, self._token)]  # token: the session's id, as before
         self._last_success = sent
 
     def _renewal(self) -> tuple:
@@ -545,19 +773,23 @@ class Session(Lease):
             log.warning("session %s: could not close it: %s; it expires on its own", self._token, failure)
 
 
-class SessionLease:
+class SessionLease(_Grants):
     """A lease held under a :class:`Session`: live while the session is.
     ``state`` is what its pool resource's last holder checkpointed (None for
     ``Session.acquire``)."""
 
-    def __init__(self, session: Session, name: str, token: int, state):
+    def __init__(self, session: Session, name: str, token: Optional[int], state, pairs=None):
         self.session = session
         self.name = name
-        self.token = token
+        self._pairs = pairs if pairs is not None else [(name, token)]
+        self.names = [n for n, _ in self._pairs]
         self.state = state
 
+    def _helper_query(self, query: str, params: tuple):
+        return self.session._query(query, params)[0][0]
+
     def __repr__(self) -> str:
-        return f"<pglease.SessionLease {self.name!r} token={self.token} session={self.session._token}>"
+        return f"<pglease.SessionLease {self.name!r} tokens={self.tokens} session={self.session._token}>"
 
     @property
     def lost(self) -> threading.Event:
@@ -567,9 +799,6 @@ class SessionLease:
     def check(self) -> None:
         """Raises :class:`LeaseLost` if the session has been lost."""
         self.session.check()
-
-    fence = Lease.fence
-    transaction = Lease.transaction
 
     def checkpoint(self, state, conn: Optional[psycopg.Connection] = None) -> bool:
         """Stores ``state`` (anything JSON) as the resource's progress, under
@@ -583,6 +812,8 @@ class SessionLease:
 
     def release(self) -> bool:
         """Releases this lease now (the session keeps its others)."""
+        if len(self._pairs) > 1:
+            return bool(self.session._query(_RELEASE_ALL, _by_bytes(self._pairs))[0][0])
         return self.session.release(self.name, self.token)
 
 

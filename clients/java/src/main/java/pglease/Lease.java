@@ -7,7 +7,16 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -44,6 +53,10 @@ public final class Lease implements AutoCloseable {
     static final String NEGATIVE_WAIT = "pglease: wait must not be negative";
     static final String BAD_GRACE = "pglease: grace must be between 0 and ttl/2";
     static final String NO_CONNECTION = "pglease: no connection given";
+    static final String BAD_PERMITS = "pglease: permits must be between 1 and 10000";
+    static final String PERMITS_AND_SHARED = "pglease: permits and shared exclude each other";
+    static final String NO_NAMES = "pglease: no lease names given";
+    static final String ONE_NAME = "pglease: setValue needs a grant of one name";
 
     private static final long MAX_RELEASE_WAIT_NANOS = TimeUnit.SECONDS.toNanos(5);
     private static final System.Logger LOG = System.getLogger("pglease");
@@ -60,6 +73,25 @@ public final class Lease implements AutoCloseable {
     private static final String SESSION_KEEPALIVE = "SELECT lease.session_keepalive(?)";
     private static final String SESSION_CLOSE = "SELECT lease.session_close(?)";
     private static final String FENCE = "SELECT lease.fenced_write(?, ?), lease.set_fence_token(?)";
+    // Semaphore permits and shared grants (lease 1.3): heartbeat, release and the fence take
+    // their tokens as they take a lease's.
+    private static final String SEMAPHORE_ACQUIRE =
+            "SELECT lease.semaphore_acquire(?, ?, ?::pg_catalog.int4, ?::pg_catalog.interval, ?::pg_catalog.interval)";
+    private static final String SHARED_ACQUIRE =
+            "SELECT lease.lease_acquire_shared(?, ?, ?::pg_catalog.interval, ?::pg_catalog.interval)";
+    // All or none: the tokens aligned with the names (as text, "t1,t2"), or NULL holding nothing.
+    private static final String ACQUIRE_ALL = "SELECT pg_catalog.array_to_string(lease.lease_acquire_all("
+            + "?::pg_catalog.text[], ?, ?::pg_catalog.interval, ?::pg_catalog.interval), ',')";
+    // Several names, each with its own token, in the server's order (by bytes): every
+    // heartbeat (release) runs; true only if every one was.
+    private static final String PAIRS = " FROM ROWS FROM (pg_catalog.unnest(?::pg_catalog.text[]),"
+            + " pg_catalog.unnest(?::pg_catalog.int8[])) AS u(n, t)";
+    private static final String HEARTBEAT_ALL = "SELECT pg_catalog.bool_and(lease.lease_heartbeat(n, t))" + PAIRS;
+    private static final String RELEASE_ALL = "SELECT pg_catalog.bool_and(lease.lease_release(n, t))" + PAIRS;
+    // No single token for fence triggers: rows carry their name's token (tokenOf).
+    private static final String FENCE_ALL = "SELECT pg_catalog.count(lease.fenced_write(n, t))" + PAIRS;
+    static final String SET_VALUE = "SELECT lease.lease_set_value(?, ?, ?::pg_catalog.jsonb)";
+    private static final String LEADER = "SELECT owner, token, value::pg_catalog.text, expires_at FROM lease.leader(?)";
 
     // Signals a loss at its deadline even while the heartbeat thread waits for the network.
     private static final ScheduledExecutorService WATCHDOG = watchdog();
@@ -70,6 +102,37 @@ public final class Lease implements AutoCloseable {
         private Duration ttl = Duration.ofSeconds(20);
         private Duration wait = Duration.ZERO;
         private Duration grace;
+        private Integer permits;
+        private boolean shared;
+
+        /** One of that many permits (1 to 10000) of semaphore {@code name} ({@code lease.semaphore_acquire}). */
+        public Options permits(int permits) {
+            this.permits = permits;
+            return this;
+        }
+
+        /** A shared grant beside other shared holders ({@code lease.lease_acquire_shared}); not with permits. */
+        public Options shared(boolean shared) {
+            this.shared = shared;
+            return this;
+        }
+
+        /** The options' permits and shared, checked before any round trip. */
+        Integer kind() {
+            if (permits != null && (permits < 1 || permits > 10000))
+                throw new IllegalArgumentException(BAD_PERMITS);
+            if (permits != null && shared)
+                throw new IllegalArgumentException(PERMITS_AND_SHARED);
+            return permits;
+        }
+
+        boolean isShared() {
+            return shared;
+        }
+
+        Duration waitDuration() {
+            return wait;
+        }
 
         /** Default {@code host:pid:random}; must be unique among running holders. */
         public Options owner(String owner) {
@@ -114,8 +177,13 @@ public final class Lease implements AutoCloseable {
     private final Thread heartbeats;
     // A Session's: token is the session id, kept alive by session_keepalive and ended by session_close.
     private final boolean session;
+    private final Integer permits;
+    private final boolean shared;
+    private final List<String> names; // holdAll's, in their order; null for one name
+    private final Object callLock = new Object(); // the helper's connection, one call at a time
 
     private long token;
+    private long[] tokens; // holdAll's, aligned with names
     private Connection connection; // the helper's own; used by one thread at a time
     // When the last acquire or heartbeat that succeeded was sent (System.nanoTime):
     // the server read its clock after that, so the lease expires no sooner than
@@ -126,16 +194,23 @@ public final class Lease implements AutoCloseable {
     private boolean closed;
 
     private Lease(ConnectionFactory factory, String name, Options options) {
-        this(factory, name, options, false);
+        this(factory, name, options, false, null);
     }
 
-    private Lease(ConnectionFactory factory, String name, Options options, boolean session) {
+    private Lease(ConnectionFactory factory, String name, Options options, boolean session, List<String> names) {
         this.session = session;
         if (factory == null)
             throw new NullPointerException(NO_CONNECTION);
         this.factory = factory;
+        if (names != null) {
+            names = checkNames(names);
+            name = String.join(", ", names);
+        }
+        this.names = names;
         if (name == null || name.isEmpty())
             throw new IllegalArgumentException(NO_NAME);
+        this.permits = options.kind();
+        this.shared = options.shared;
         if (options.ttl.compareTo(MIN_TTL) < 0)
             throw new IllegalArgumentException(SHORT_TTL + ", not " + options.ttl);
         if (options.wait.isNegative())
@@ -189,16 +264,189 @@ public final class Lease implements AutoCloseable {
         return hold(ConnectionFactory.of(connectionString), name, options);
     }
 
+    /**
+     * Acquires every lease of {@code names} or none ({@code lease.lease_acquire_all}), waiting
+     * up to the options' wait (then {@link NotAcquiredException}, holding nothing), and keeps
+     * them all until {@link #close}: one heartbeat statement renews every name, and the loss of
+     * any is the loss of the whole. {@link #tokenOf} and {@link #tokens} give each name's
+     * token; the fenced transaction checks every name with its own token.
+     */
+    public static Lease holdAll(ConnectionFactory factory, List<String> names, Options options)
+            throws SQLException, NotAcquiredException {
+        if (options == null)
+            options = new Options();
+        if (options.permits != null || options.shared)
+            throw new IllegalArgumentException("pglease: holdAll takes no permits or shared");
+        if (names == null)
+            throw new IllegalArgumentException(NO_NAMES);
+        Lease lease = new Lease(factory, "", options, false, names);
+        try {
+            lease.acquire(options.wait.toNanos());
+        } catch (SQLException | NotAcquiredException | RuntimeException e) {
+            lease.disconnect();
+            throw e;
+        }
+        lease.armWatchdog();
+        lease.heartbeats.start();
+        return lease;
+    }
+
+    /** {@link #holdAll(ConnectionFactory, List, Options)} from a connection string. */
+    public static Lease holdAll(String connectionString, List<String> names, Options options)
+            throws SQLException, NotAcquiredException {
+        return holdAll(ConnectionFactory.of(connectionString), names, options);
+    }
+
+    static List<String> checkNames(List<String> names) {
+        if (names == null || names.isEmpty())
+            throw new IllegalArgumentException(NO_NAMES);
+        for (String n : names)
+            if (n == null || n.isEmpty())
+                throw new IllegalArgumentException(NO_NAME);
+        return Collections.unmodifiableList(new ArrayList<>(names));
+    }
+
     public String name() {
         return name;
+    }
+
+    /** The names held: one, or those of {@link #holdAll} in their order. */
+    public List<String> names() {
+        return names != null ? names : List.of(name);
+    }
+
+    /** Each name's token, in the order of the names. */
+    public Map<String, Long> tokens() {
+        return tokenMap(names(), names != null ? tokens : new long[] {token});
+    }
+
+    /** The token of {@code name}, one of the names held. */
+    public long tokenOf(String name) {
+        return tokenOf(names(), names != null ? tokens : new long[] {token}, name);
+    }
+
+    static Map<String, Long> tokenMap(List<String> names, long[] tokens) {
+        Map<String, Long> map = new LinkedHashMap<>();
+        for (int i = 0; i < names.size(); i++)
+            map.put(names.get(i), tokens[i]);
+        return Collections.unmodifiableMap(map);
+    }
+
+    static long tokenOf(List<String> names, long[] tokens, String name) {
+        int i = names.indexOf(name);
+        if (i < 0)
+            throw new IllegalArgumentException("pglease: \"" + name + "\" is not one of the names held");
+        return tokens[i];
+    }
+
+    /**
+     * Publishes {@code json} (a JSON text: an address, a role) for this grant
+     * ({@code lease.lease_set_value}), for {@link #leader} and the value_set event, on the
+     * helper's own connection: false, and nothing changed, if its token is no longer live.
+     *
+     * @throws IllegalStateException for a grant of several names, or after close()
+     */
+    public boolean setValue(String json) throws SQLException {
+        if (names != null)
+            throw new IllegalStateException(ONE_NAME);
+        synchronized (lock) {
+            if (closed)
+                throw new IllegalStateException("pglease: the lease has been released");
+        }
+        return Boolean.TRUE.equals(call(SET_VALUE, System.nanoTime() + interval, Boolean.class, name, token, json));
+    }
+
+    /** {@link #setValue(String)} in the transaction open on {@code connection}, or as one statement. */
+    public boolean setValue(Connection connection, String json) throws SQLException {
+        if (names != null)
+            throw new IllegalStateException(ONE_NAME);
+        return setValue(connection, name, token, json);
+    }
+
+    static boolean setValue(Connection connection, String name, long token, String json) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
+        try (PreparedStatement statement = connection.prepareStatement(SET_VALUE)) {
+            statement.setString(1, name);
+            statement.setLong(2, token);
+            statement.setString(3, json);
+            try (ResultSet rs = statement.executeQuery()) {
+                rs.next();
+                return rs.getBoolean(1);
+            }
+        }
+    }
+
+    /** One live holder of a name, from {@link #leader}. */
+    public static final class Holder {
+        private final String owner;
+        private final long token;
+        private final String value;
+        private final OffsetDateTime expiresAt;
+
+        Holder(String owner, long token, String value, OffsetDateTime expiresAt) {
+            this.owner = owner;
+            this.token = token;
+            this.value = value;
+            this.expiresAt = expiresAt;
+        }
+
+        public String owner() {
+            return owner;
+        }
+
+        public long token() {
+            return token;
+        }
+
+        /** What it published (setValue), as JSON text; null before. */
+        public String value() {
+            return value;
+        }
+
+        public OffsetDateTime expiresAt() {
+            return expiresAt;
+        }
+
+        @Override
+        public String toString() {
+            return "Holder[" + owner + ", token " + token + ", value " + value + ", expires " + expiresAt + "]";
+        }
+    }
+
+    /**
+     * Who holds {@code name} now and what each published ({@code lease.leader}): one
+     * {@link Holder} for an exclusive lease, one per holder of a semaphore or shared lease,
+     * none when nobody holds it.
+     */
+    public static List<Holder> leader(Connection connection, String name) throws SQLException {
+        if (connection == null)
+            throw new NullPointerException(NO_CONNECTION);
+        if (name == null || name.isEmpty())
+            throw new IllegalArgumentException(NO_NAME);
+        List<Holder> holders = new ArrayList<>();
+        try (PreparedStatement statement = connection.prepareStatement(LEADER)) {
+            statement.setString(1, name);
+            try (ResultSet rs = statement.executeQuery()) {
+                while (rs.next())
+                    holders.add(new Holder(rs.getString(1), rs.getLong(2), rs.getString(3), rs.getObject(4, OffsetDateTime.class)));
+            }
+        }
+        return holders;
     }
 
     public String owner() {
         return owner;
     }
 
-    /** The fencing token of this grant. */
+    /**
+     * The fencing token of this grant.
+     *
+     * @throws IllegalStateException for several names: use {@link #tokenOf}
+     */
     public long token() {
+        if (names != null)
+            throw new IllegalStateException("pglease: a grant of several names has a token per name: use tokenOf(name)");
         return token;
     }
 
@@ -227,7 +475,7 @@ public final class Lease implements AutoCloseable {
      * @throws IllegalStateException in autocommit mode, where the token would last one statement
      */
     public void fence(Connection connection) throws SQLException {
-        fence(connection, name, token);
+        fence(connection, names(), names != null ? tokens : new long[] {token});
     }
 
     /**
@@ -237,34 +485,58 @@ public final class Lease implements AutoCloseable {
      * any step throws a {@link FencedError}.
      */
     public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
-        return transaction(connection, work, name, token);
+        return transaction(connection, work, names(), names != null ? tokens : new long[] {token});
     }
 
-    /** The fence of a lease's grant: {@link #fence}, and a session lease's too. */
-    static void fence(Connection connection, String name, long token) throws SQLException {
+    /**
+     * The fence of a lease's grant: {@link #fence}, and a session lease's too. Several names:
+     * each checked with its own token, in the server's order; no {@code lease.fence_token}.
+     */
+    static void fence(Connection connection, List<String> names, long[] tokens) throws SQLException {
         if (connection == null)
             throw new NullPointerException(NO_CONNECTION);
         if (connection.getAutoCommit())
             throw new IllegalStateException("fence() needs a transaction: call setAutoCommit(false) first, or use transaction()");
-        try (PreparedStatement statement = connection.prepareStatement(FENCE)) {
-            statement.setString(1, name);
-            statement.setLong(2, token);
-            statement.setLong(3, token);
+        try (PreparedStatement statement = connection.prepareStatement(names.size() == 1 ? FENCE : FENCE_ALL)) {
+            if (names.size() == 1) {
+                statement.setString(1, names.get(0));
+                statement.setLong(2, tokens[0]);
+                statement.setLong(3, tokens[0]);
+            } else {
+                Object[] pairs = byBytes(names, tokens);
+                statement.setArray(1, connection.createArrayOf("text", (String[]) pairs[0]));
+                statement.setArray(2, connection.createArrayOf("int8", (Long[]) pairs[1]));
+            }
             statement.executeQuery().close();
         } catch (SQLException e) {
             throw FencedError.of(e);
         }
     }
 
+    /** The names (String[]) and their tokens (Long[]) in the server's order: by UTF-8 bytes. */
+    static Object[] byBytes(List<String> names, long[] tokens) {
+        Integer[] order = new Integer[names.size()];
+        for (int i = 0; i < order.length; i++)
+            order[i] = i;
+        Arrays.sort(order, Comparator.comparing((Integer i) -> names.get(i).getBytes(StandardCharsets.UTF_8), Arrays::compareUnsigned));
+        String[] sortedNames = new String[order.length];
+        Long[] sortedTokens = new Long[order.length];
+        for (int i = 0; i < order.length; i++) {
+            sortedNames[i] = names.get(order[i]);
+            sortedTokens[i] = tokens[order[i]];
+        }
+        return new Object[] {sortedNames, sortedTokens};
+    }
+
     /** A fenced transaction under a grant: {@link #transaction}, and a session lease's too. */
-    static <T> T transaction(Connection connection, SqlWork<T> work, String name, long token) throws SQLException {
+    static <T> T transaction(Connection connection, SqlWork<T> work, List<String> names, long[] tokens) throws SQLException {
         if (connection == null)
             throw new NullPointerException(NO_CONNECTION);
         Objects.requireNonNull(work, "work");
         boolean autoCommit = connection.getAutoCommit();
         connection.setAutoCommit(false);
         try {
-            fence(connection, name, token);
+            fence(connection, names, tokens);
             T result = work.run(connection);
             connection.commit();
             return result;
@@ -311,19 +583,21 @@ public final class Lease implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        if (!heartbeats.isAlive())
+            disconnect(); // a setValue after a loss may have connected again
         check();
     }
 
     @Override
     public String toString() {
-        return "Lease[" + name + ", owner " + owner + ", token " + token + (isLost() ? ", lost]" : "]");
+        return "Lease[" + name + ", owner " + owner + ", token " + (names != null ? tokens() : token) + (isLost() ? ", lost]" : "]");
     }
 
     /** Opens a session kept alive like a lease ({@link Session#open}). */
     static Lease openSession(ConnectionFactory factory, Options options) throws SQLException {
         if (options == null)
             options = new Options();
-        Lease lease = new Lease(factory, "session", options, true);
+        Lease lease = new Lease(factory, "session", options, true, null);
         try {
             long sent = System.nanoTime();
             Long id = lease.call(SESSION_OPEN, sent + lease.trust, Long.class, lease.owner,
@@ -358,7 +632,19 @@ public final class Lease implements AutoCloseable {
             String waitText = TimeUnit.NANOSECONDS.toMicros(wait) + " microseconds";
             Long granted = null; // NULL (not 0) when another owner holds the lease
             try {
-                granted = call(ACQUIRE, sent + trust, Long.class, name, owner, ttlText, waitText);
+                if (names != null) {
+                    String all = call(ACQUIRE_ALL, sent + trust, String.class, names.toArray(new String[0]), owner, ttlText, waitText);
+                    if (all != null) {
+                        tokens = Arrays.stream(all.split(",")).mapToLong(Long::parseLong).toArray();
+                        granted = 0L;
+                    }
+                } else if (permits != null) {
+                    granted = call(SEMAPHORE_ACQUIRE, sent + trust, Long.class, name, owner, permits, ttlText, waitText);
+                } else if (shared) {
+                    granted = call(SHARED_ACQUIRE, sent + trust, Long.class, name, owner, ttlText, waitText);
+                } else {
+                    granted = call(ACQUIRE, sent + trust, Long.class, name, owner, ttlText, waitText);
+                }
             } catch (SQLException e) {
                 if (!isConnectionError(e) || System.nanoTime() - giveUpAt >= 0)
                     throw e;
@@ -405,9 +691,13 @@ public final class Lease implements AutoCloseable {
                 }
                 Boolean renewed;
                 try {
-                    renewed = session
-                            ? call(SESSION_KEEPALIVE, Math.min(trustEnds, now + interval), Boolean.class, token)
-                            : call(HEARTBEAT, Math.min(trustEnds, now + interval), Boolean.class, name, token);
+                    long deadline = Math.min(trustEnds, now + interval);
+                    if (session)
+                        renewed = call(SESSION_KEEPALIVE, deadline, Boolean.class, token);
+                    else if (names != null)
+                        renewed = call(HEARTBEAT_ALL, deadline, Boolean.class, byBytes(names, tokens));
+                    else
+                        renewed = call(HEARTBEAT, deadline, Boolean.class, name, token);
                 } catch (SQLException e) {
                     if (!failing)
                         LOG.log(Level.WARNING, "lease \"{0}\": heartbeat failed: {1}; retrying", name, e.getMessage());
@@ -448,7 +738,10 @@ public final class Lease implements AutoCloseable {
             return;
         }
         try {
-            if (!Boolean.TRUE.equals(call(RELEASE, deadline, Boolean.class, name, token)))
+            Boolean released = names != null
+                    ? call(RELEASE_ALL, deadline, Boolean.class, byBytes(names, tokens))
+                    : call(RELEASE, deadline, Boolean.class, name, token);
+            if (!Boolean.TRUE.equals(released))
                 lose("it was no longer held when released");
         } catch (SQLException e) {
             LOG.log(Level.WARNING, "lease \"{0}\": could not release it: {1}; it expires on its own", name, e.getMessage());
@@ -483,6 +776,12 @@ public final class Lease implements AutoCloseable {
      * connection, which is then replaced.
      */
     private <T> T call(String sql, long deadline, Class<T> type, Object... args) throws SQLException {
+        synchronized (callLock) {
+            return callNow(sql, deadline, type, args);
+        }
+    }
+
+    private <T> T callNow(String sql, long deadline, Class<T> type, Object... args) throws SQLException {
         try {
             if (connection == null || connection.isClosed()) {
                 connection = factory.connect();
@@ -496,8 +795,14 @@ public final class Lease implements AutoCloseable {
                 throw new SQLException("no answer from the server in time", "08006");
             connection.setNetworkTimeout(DIRECT, (int) Math.min(Integer.MAX_VALUE, remaining));
             try (PreparedStatement statement = connection.prepareStatement(sql)) {
-                for (int i = 0; i < args.length; i++)
-                    statement.setObject(i + 1, args[i]);
+                for (int i = 0; i < args.length; i++) {
+                    if (args[i] instanceof String[])
+                        statement.setArray(i + 1, connection.createArrayOf("text", (String[]) args[i]));
+                    else if (args[i] instanceof Long[])
+                        statement.setArray(i + 1, connection.createArrayOf("int8", (Long[]) args[i]));
+                    else
+                        statement.setObject(i + 1, args[i]);
+                }
                 try (ResultSet rs = statement.executeQuery()) {
                     rs.next();
                     return rs.getObject(1, type);
@@ -520,13 +825,15 @@ public final class Lease implements AutoCloseable {
     }
 
     private void disconnect() {
-        if (connection != null) {
-            try {
-                connection.close();
-            } catch (SQLException ignored) {
-                // the connection is being dropped
+        synchronized (callLock) {
+            if (connection != null) {
+                try {
+                    connection.close();
+                } catch (SQLException ignored) {
+                    // the connection is being dropped
+                }
+                connection = null;
             }
-            connection = null;
         }
     }
 

@@ -29,6 +29,13 @@ public final class Session implements AutoCloseable {
     static final String CHECKPOINT = "SELECT lease.checkpoint(?, ?, ?::pg_catalog.jsonb)";
     private static final String RELEASE = "SELECT lease.lease_release(?, ?)";
     private static final String NO_POOL = "pglease: the pool name must not be empty";
+    private static final String SEMAPHORE_ACQUIRE = "SELECT lease.session_semaphore_acquire(?, ?, ?::pg_catalog.int4, ?::pg_catalog.interval)";
+    private static final String SHARED_ACQUIRE = "SELECT lease.session_acquire_shared(?, ?, ?::pg_catalog.interval)";
+    // The tokens as text ("t1,t2"), or NULL holding nothing.
+    private static final String ACQUIRE_ALL = "SELECT pg_catalog.array_to_string(lease.session_acquire_all("
+            + "?, ?::pg_catalog.text[], ?::pg_catalog.interval), ',')";
+    private static final String RELEASE_ALL = "SELECT pg_catalog.bool_and(lease.lease_release(n, t)) FROM ROWS FROM ("
+            + "pg_catalog.unnest(?::pg_catalog.text[]), pg_catalog.unnest(?::pg_catalog.int8[])) AS u(n, t)";
 
     private final Lease keeper;
     private Connection ops; // guarded by this
@@ -70,6 +77,55 @@ public final class Session implements AutoCloseable {
     }
 
     /** Acquires lease {@code name} under the session, waiting up to {@code wait} in the server's queue. */
+    /**
+     * Acquires {@code name} under the session as {@link #acquire(String, Duration)}, with the
+     * options' wait, and their {@code permits} (a semaphore permit,
+     * {@code lease.session_semaphore_acquire}) or {@code shared} (a shared grant,
+     * {@code lease.session_acquire_shared}); their ttl, owner and grace are the session's.
+     */
+    public SessionLease acquire(String name, Lease.Options options) throws SQLException, LeaseException {
+        if (options == null)
+            options = new Lease.Options();
+        Integer permits = options.kind();
+        if (permits == null && !options.isShared())
+            return acquire(name, options.waitDuration());
+        if (name == null || name.isEmpty())
+            throw new IllegalArgumentException(Lease.NO_NAME);
+        String wait = (options.waitDuration().toNanos() / 1000) + " microseconds";
+        List<Object[]> rows = permits != null
+                ? query(SEMAPHORE_ACQUIRE, 1, id(), name, permits, wait)
+                : query(SHARED_ACQUIRE, 1, id(), name, wait);
+        Object token = rows.get(0)[0];
+        if (token == null)
+            throw new NotAcquiredException(name);
+        return new SessionLease(this, name, ((Number) token).longValue(), null);
+    }
+
+    /**
+     * Acquires every lease of {@code names} under the session, or none
+     * ({@code lease.session_acquire_all}), waiting up to {@code wait}; then
+     * {@link NotAcquiredException}. One {@link SessionLease} with a token per name.
+     */
+    public SessionLease acquireAll(List<String> names, Duration wait) throws SQLException, LeaseException {
+        names = Lease.checkNames(names);
+        if (wait == null || wait.isNegative())
+            throw new IllegalArgumentException(Lease.NEGATIVE_WAIT);
+        Object all = query(ACQUIRE_ALL, 1, id(), names.toArray(new String[0]), (wait.toNanos() / 1000) + " microseconds").get(0)[0];
+        if (all == null)
+            throw new NotAcquiredException(String.join(", ", names));
+        long[] tokens = java.util.Arrays.stream(((String) all).split(",")).mapToLong(Long::parseLong).toArray();
+        return new SessionLease(this, names, tokens);
+    }
+
+    boolean releaseAll(List<String> names, long[] tokens) throws SQLException, LeaseException {
+        Object[] pairs = Lease.byBytes(names, tokens);
+        return Boolean.TRUE.equals(query(RELEASE_ALL, 1, pairs[0], pairs[1]).get(0)[0]);
+    }
+
+    boolean setValue(String name, long token, String json) throws SQLException, LeaseException {
+        return Boolean.TRUE.equals(query(Lease.SET_VALUE, 1, name, token, json).get(0)[0]);
+    }
+
     public SessionLease acquire(String name, Duration wait) throws SQLException, LeaseException {
         if (name == null || name.isEmpty())
             throw new IllegalArgumentException(Lease.NO_NAME);
@@ -156,6 +212,10 @@ public final class Session implements AutoCloseable {
             for (int i = 0; i < args.length; i++) {
                 if (args[i] == null)
                     statement.setNull(i + 1, java.sql.Types.INTEGER);
+                else if (args[i] instanceof String[])
+                    statement.setArray(i + 1, ops.createArrayOf("text", (String[]) args[i]));
+                else if (args[i] instanceof Long[])
+                    statement.setArray(i + 1, ops.createArrayOf("int8", (Long[]) args[i]));
                 else
                     statement.setObject(i + 1, args[i]);
             }

@@ -4,6 +4,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.List;
+import java.util.Map;
 
 /** A lease held under a {@link Session}: live while the session is. */
 public final class SessionLease {
@@ -11,12 +13,55 @@ public final class SessionLease {
     private final String name;
     private final long token;
     private final String state;
+    private final List<String> names;
+    private final long[] tokens;
 
     SessionLease(Session session, String name, long token, String state) {
         this.session = session;
         this.name = name;
         this.token = token;
         this.state = state;
+        this.names = List.of(name);
+        this.tokens = new long[] {token};
+    }
+
+    /** A grant of several names (Session.acquireAll), each with its token. */
+    SessionLease(Session session, List<String> names, long[] tokens) {
+        this.session = session;
+        this.name = String.join(", ", names);
+        this.token = 0;
+        this.state = null;
+        this.names = names;
+        this.tokens = tokens;
+    }
+
+    /** The names held: one, or those of acquireAll in their order. */
+    public List<String> names() {
+        return names;
+    }
+
+    /** Each name's token, in the order of the names. */
+    public Map<String, Long> tokens() {
+        return Lease.tokenMap(names, tokens);
+    }
+
+    /** The token of {@code name}, one of the names held. */
+    public long tokenOf(String name) {
+        return Lease.tokenOf(names, tokens, name);
+    }
+
+    /** Publishes {@code json} for this grant, as {@link Lease#setValue(String)}, on the session's connection. */
+    public boolean setValue(String json) throws SQLException, LeaseException {
+        if (names.size() != 1)
+            throw new IllegalStateException(Lease.ONE_NAME);
+        return session.setValue(name, token, json);
+    }
+
+    /** {@link #setValue(String)} in the transaction open on {@code connection}. */
+    public boolean setValue(Connection connection, String json) throws SQLException {
+        if (names.size() != 1)
+            throw new IllegalStateException(Lease.ONE_NAME);
+        return Lease.setValue(connection, name, token, json);
     }
 
     public Session session() {
@@ -29,6 +74,8 @@ public final class SessionLease {
 
     /** The fencing token of this grant. */
     public long token() {
+        if (names.size() != 1)
+            throw new IllegalStateException("pglease: a grant of several names has a token per name: use tokenOf(name)");
         return token;
     }
 
@@ -44,12 +91,12 @@ public final class SessionLease {
 
     /** As {@link Lease#fence}, with this grant's token. */
     public void fence(Connection connection) throws SQLException {
-        Lease.fence(connection, name, token);
+        Lease.fence(connection, names, tokens);
     }
 
     /** As {@link Lease#transaction}, with this grant's token. */
     public <T> T transaction(Connection connection, SqlWork<T> work) throws SQLException {
-        return Lease.transaction(connection, work, name, token);
+        return Lease.transaction(connection, work, names, tokens);
     }
 
     /**
@@ -78,6 +125,8 @@ public final class SessionLease {
 
     /** Releases this lease now (the session keeps its others): false if it was no longer held. */
     public boolean release() throws SQLException, LeaseException {
+        if (names.size() != 1)
+            return session.releaseAll(names, tokens);
         return session.release(name, token);
     }
 
