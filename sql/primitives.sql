@@ -215,6 +215,13 @@ SELECT note FROM lease.holders WHERE name = 'noted';
 ALTER TABLE lease.holders DROP COLUMN note;
 SELECT lease.lease_acquire_shared('noted', 'reader-2') IS NOT NULL AS shared_granted;
 SELECT count(*) AS holders FROM lease.holders WHERE name = 'noted';
+-- Without the index on name, the release still finds the other holders.
+DROP INDEX lease.holders_name;
+SELECT lease.lease_release('noted', token) AS released FROM lease.holders WHERE owner = 'reader';
+SELECT expires_at = 'infinity' AS still_marked FROM lease.leases WHERE name = 'noted';
+SELECT lease.lease_release('noted', token) AS released FROM lease.holders WHERE owner = 'reader-2';
+SELECT expires_at < 'infinity' AS free FROM lease.leases WHERE name = 'noted';
+CREATE INDEX holders_name ON lease.holders (name);
 -- Two acquires in one statement see each other: one permit, one holder.
 SELECT lease.semaphore_acquire('single', 'a', 1) IS NOT NULL AS a_granted,
        lease.semaphore_acquire('single', 'b', 1) IS NOT NULL AS b_granted;

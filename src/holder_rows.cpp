@@ -230,18 +230,24 @@ namespace {
 bool other_holders(const text* name, int64 token)
 {
     const Relation holders = table_open(lease_relations().oids[rel_holders], AccessShareLock);
-    Oid by_name = InvalidOid;
-    List* indexes = RelationGetIndexList(holders);
-    ListCell* cell;
-    foreach (cell, indexes) {
-        const Relation index = index_open(lfirst_oid(cell), AccessShareLock);
-        if (index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == holders_column_name &&
-            heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
-            index->rd_rel->relam == BTREE_AM_OID)
-            by_name = RelationGetRelid(index);
-        index_close(index, AccessShareLock);
+    if (!lease_relations().holders_by_name_known) {
+        // Whatever btree index on name alone the table has now (the script's
+        // holders_name, unless a DBA replaced it); none: a scan of the table.
+        Oid found = InvalidOid;
+        List* indexes = RelationGetIndexList(holders);
+        ListCell* cell;
+        foreach (cell, indexes) {
+            const Relation index = index_open(lfirst_oid(cell), AccessShareLock);
+            if (index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == holders_column_name &&
+                heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
+                index->rd_rel->relam == BTREE_AM_OID)
+                found = RelationGetRelid(index);
+            index_close(index, AccessShareLock);
+        }
+        list_free(indexes);
+        record_holders_by_name(found);
     }
-    list_free(indexes);
+    const Oid by_name = lease_relations().holders_by_name;
     ScanKeyData key;
     ScanKeyEntryInitialize(&key, 0, holders_column_name, BTEqualStrategyNumber, InvalidOid,
                            TupleDescAttr(RelationGetDescr(holders), holders_column_name - 1)->attcollation, F_TEXTEQ,

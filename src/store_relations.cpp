@@ -90,6 +90,12 @@ void define_force_sql_path()
                              &force_sql_path, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 }
 
+void record_holders_by_name(Oid index)
+{
+    known_relations.holders_by_name = index;
+    known_relations.holders_by_name_known = true;
+}
+
 bool catalog_has_sessions()
 {
     return OidIsValid(lease_relations().oids[rel_sessions]);

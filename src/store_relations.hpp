@@ -35,6 +35,10 @@ struct LeaseRelations {
     Oid leases_owner;
     bool complete;
     DirectWrites direct[3];  // lease.leases, lease.history, lease.holders
+    // The btree index of lease.holders on name alone (InvalidOid: none),
+    // once holders_by_name_known.
+    Oid holders_by_name;
+    bool holders_by_name_known;
 };
 
 const LeaseRelations& lease_relations();
@@ -47,6 +51,10 @@ bool sql_path_forced();
 // as last recorded.
 DirectWrites direct_writes(Relation_ which);
 void record_direct_writes(Relation_ which, bool allowed);
+
+// Records the index of lease.holders on name, found on first use after each
+// invalidation of the relations.
+void record_holders_by_name(Oid index);
 
 // From initialize_lease_store: defines lease.force_sql_path.
 void define_force_sql_path();
