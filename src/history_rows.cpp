@@ -37,14 +37,7 @@ void store_history(const char* event, TimestampTz at, const text* name, int64 to
         finish_as_caller(owner_connection);
         return;
     }
-    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(history), &TTSOpsVirtual);
-    memcpy(row->tts_values, values, sizeof(values));
-    memcpy(row->tts_isnull, nulls, sizeof(nulls));
-    ExecStoreVirtualTuple(row);
-    require_not_null(history, row);
-    simple_table_tuple_insert(history, row);
-    add_index_entries(history, row, nullptr, false);
-    ExecDropSingleTupleTableSlot(row);
+    insert_directly(history, values, nulls);
     table_close(history, NoLock);
     become_caller(caller);
 }

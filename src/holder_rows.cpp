@@ -150,19 +150,12 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
     }
     // Every grant of a permit or shared lease inserts a holder: straight into
     // the heap and its indexes, as a history row (store_history).
-    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(holders), &TTSOpsVirtual);
     const Datum columns[holders_columns] = {Int64GetDatum(token),  values[0], values[1], values[2], values[3],
                                             values[4],             values[5], values[5], values[6], values[7],
                                             values[8],             static_cast<Datum>(0)};
     const bool null_columns[holders_columns] = {false, false, false, nulls[2] == 'n', false, false,
                                                 false, false, false, false,           nulls[8] == 'n', true};
-    memcpy(row->tts_values, columns, sizeof(columns));
-    memcpy(row->tts_isnull, null_columns, sizeof(null_columns));
-    ExecStoreVirtualTuple(row);
-    require_not_null(holders, row);
-    simple_table_tuple_insert(holders, row);
-    add_index_entries(holders, row, nullptr, false);
-    ExecDropSingleTupleTableSlot(row);
+    insert_directly(holders, columns, null_columns);
     table_close(holders, NoLock);
     become_caller(caller);
     // Like a statement, the insert is visible to what follows: a second

@@ -129,6 +129,8 @@ Relation open_for_direct_write(Relation_ which)
     return table;
 }
 
+namespace {
+
 void require_not_null(Relation table, TupleTableSlot* slot)
 {
     const TupleDesc columns = RelationGetDescr(table);
@@ -139,6 +141,21 @@ void require_not_null(Relation table, TupleTableSlot* slot)
                             errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
                                    NameStr(column->attname), RelationGetRelationName(table))));
     }
+}
+
+}  // namespace
+
+void insert_directly(Relation table, const Datum* values, const bool* nulls)
+{
+    const int columns = RelationGetDescr(table)->natts;
+    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsVirtual);
+    memcpy(row->tts_values, values, sizeof(Datum) * columns);
+    memcpy(row->tts_isnull, nulls, sizeof(bool) * columns);
+    ExecStoreVirtualTuple(row);
+    require_not_null(table, row);
+    simple_table_tuple_insert(table, row);
+    add_index_entries(table, row, nullptr, false);
+    ExecDropSingleTupleTableSlot(row);
 }
 
 void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)

@@ -42,10 +42,12 @@ Relation open_for_direct_write(Relation_ which);
 // splitting a page.
 void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update);
 
-// Raises 23502, as the executor's ExecConstraints would, when a row to be
-// inserted directly has NULL in a NOT NULL column (the shape check leaves
-// only the script's NOT NULL columns, which the writer always fills).
-void require_not_null(Relation table, TupleTableSlot* slot);
+// Inserts a row into table (open_for_direct_write's lease.history or
+// lease.holders, whose shape gives it exactly one value per column) and its
+// indexes, as INSERT would: 23502 for a NULL in a NOT NULL column, as the
+// executor's ExecConstraints (the shape check leaves only the script's NOT
+// NULL columns, which the writer always fills).
+void insert_directly(Relation table, const Datum* values, const bool* nulls);
 
 // A row version a change makes, and the columns it sets (as
 // add_index_entries takes them).
