@@ -1,4 +1,4 @@
--- Upgrading 1.0 to 1.1 to 1.2 to 1.3 must give exactly the objects and privileges of a fresh 1.3.
+-- Upgrading 1.0 to 1.1 to 1.2 to 1.3 to 1.4 must give exactly the objects and privileges of a fresh 1.4.
 CREATE TEMP TABLE objects (source text, description text, acl text);
 -- Every member object of the installed extension, with its privileges, options,
 -- columns, view and index definitions and function signatures.
@@ -28,6 +28,8 @@ SELECT extversion FROM pg_extension WHERE extname = 'lease';
 ALTER EXTENSION lease UPDATE TO '1.2';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
 ALTER EXTENSION lease UPDATE TO '1.3';
+SELECT extversion FROM pg_extension WHERE extname = 'lease';
+ALTER EXTENSION lease UPDATE TO '1.4';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
 
 INSERT INTO objects SELECT 'updated', description, acl FROM extension_objects;
