@@ -630,11 +630,16 @@ SELECT g.name,
        g.role,
        g.session,
        g.mode
-FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at, l.expires_at, l.role, l.session,
+FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at,
+             CASE WHEN l.owner IS NOT NULL
+                    OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+                  THEN l.expires_at END AS expires_at,
+             l.role, l.session,
              CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
         FROM lease.leases AS l
        WHERE l.owner IS NOT NULL
           OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+          OR NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name)
       UNION ALL
       SELECT h.name, h.owner, h.token, h.ttl, h.acquired_at, h.renewed_at, h.expires_at, h.role, h.session, h.mode
         FROM lease.holders AS h) AS g

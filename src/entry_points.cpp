@@ -379,7 +379,7 @@ Datum session_close(FunctionCallInfo fcinfo)
                                 state.role);
         lease::wake_waiters_at_commit(released[i].name);
     }
-    const int holders = lease::end_session_holders(session, was_live, state.owner, state.role, now);
+    const int holders = lease::end_session_holders(session, was_live, state.owner, state.role);
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);

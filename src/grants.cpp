@@ -273,13 +273,13 @@ void end_holders(const text* name, const Checked& checked)
 {
     for (int i = 0; i < checked.ended_count; ++i) {
         const HolderState& holder = checked.ended[i];
-        if (store_holder_end(name, holder.token, checked.now))
+        if (store_holder_end(holder.token))
             record_event(Event::expired, name, holder.token, holder.owner, holder.session, holder.role);
     }
     if (checked.ended_count > 0)
         count_event(Counter::takeovers);
     if (checked.replaced != nullptr)
-        (void) store_holder_end(name, checked.replaced->token, checked.now);
+        (void) store_holder_end(checked.replaced->token);
 }
 
 int64 write_exclusive(const GrantRequest& request, const Checked& checked, bool flush)

@@ -180,21 +180,6 @@ RowVersion mark_row(HeapTuple row, TupleDesc columns, void* context)
     return changes.applied_to(row, columns);
 }
 
-// The end of the mark, once the name's last holder is gone: free since now.
-RowVersion unmark_row(HeapTuple row, TupleDesc columns, void* context)
-{
-    const TimestampTz now = *static_cast<const TimestampTz*>(context);
-    bool free;
-    (void) heap_getattr(row, leases_column_owner, columns, &free);
-    bool isnull;
-    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
-    if (!free || expires_at != DT_NOEND)
-        return RowVersion{nullptr, nullptr};
-    ColumnChanges changes = column_changes(columns);
-    changes.set(leases_column_expires_at, TimestampTzGetDatum(now));
-    return changes.applied_to(row, columns);
-}
-
 }  // namespace
 
 // Queries named *_v11 serve a catalog not yet updated to 1.2 (no role or
@@ -419,27 +404,6 @@ int64 store_mark(const text* name, const ItemPointerData& version_read, const In
     return token;
 }
 
-// unmark($1 name, $2 now)
-constexpr StoredQuery query_unmark = {
-    "UPDATE lease.leases SET expires_at = $2"
-    " WHERE name OPERATOR(pg_catalog.=) $1"
-    "   AND owner IS NULL"
-    "   AND expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
-
-void store_unmark(const text* name, TimestampTz now)
-{
-    TimestampTz at = now;
-    const ItemPointerData look_up = {};
-    if (change_directly(name, look_up, unmark_row, &at) != DirectChange::through_sql)
-        return;
-    Datum values[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_unmark, values, nullptr, false);
-    finish_as_caller(caller);
-}
-
 // revoke($1 name, $2 now)
 constexpr StoredQuery query_revoke = {
     "UPDATE lease.leases"
@@ -482,6 +446,18 @@ constexpr StoredQuery query_prune = {
     1,
     {TIMESTAMPTZOID}};
 
+// prune_marked($1 cutoff): as prune, and the names marked for holders that
+// have none left and no grant since cutoff. (A grant that marks the row
+// meanwhile locks it: the delete then sees its new renewed_at and keeps it.)
+constexpr StoredQuery query_prune_marked = {
+    "DELETE FROM lease.leases AS l"
+    " WHERE l.expires_at OPERATOR(pg_catalog.<=) $1"
+    "    OR (l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+    "        AND l.renewed_at OPERATOR(pg_catalog.<=) $1"
+    "        AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name))",
+    1,
+    {TIMESTAMPTZOID}};
+
 // prune_sessions($1 cutoff): sessions closed or expired since cutoff
 // that no lease refers to any more, and their pool claims.
 constexpr StoredQuery query_prune_sessions = {
@@ -506,7 +482,7 @@ int64 store_prune(TimestampTz cutoff)
     Datum values[1] = {TimestampTzGetDatum(cutoff)};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_prune, values, nullptr, false);
+    run(catalog_has_holders() ? query_prune_marked : query_prune, values, nullptr, false);
     const int64 pruned = static_cast<int64>(SPI_processed);
     if (catalog_has_sessions())
         run(query_prune_sessions, values, nullptr, false);
