@@ -393,7 +393,7 @@ constexpr StoredQuery query_holder_expiry_candidates = {
     "                 OR s.bound_pid IS NOT NULL END"
     " LIMIT 1000",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 HolderState* store_holder_expiry_candidates(TimestampTz now, int* count)
 {

@@ -444,7 +444,7 @@ bool store_revoke(const text* name, TimestampTz now, int64* token)
 constexpr StoredQuery query_prune = {
     "DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 // prune_marked($1 cutoff): as prune, and the names marked for holders that
 // have none left and no grant since cutoff. (A grant that marks the row
@@ -456,7 +456,7 @@ constexpr StoredQuery query_prune_marked = {
     "        AND l.renewed_at OPERATOR(pg_catalog.<=) $1"
     "        AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name))",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 // prune_sessions($1 cutoff): sessions closed or expired since cutoff
 // that no lease refers to any more, and their pool claims.
@@ -468,14 +468,14 @@ constexpr StoredQuery query_prune_sessions = {
     "  RETURNING s.id)"
     " DELETE FROM lease.pool_claimers AS c USING ended WHERE c.session OPERATOR(pg_catalog.=) ended.id",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 // prune_values: the values of names whose rows are gone.
 constexpr StoredQuery query_prune_values = {
     "DELETE FROM lease.lease_values AS v"
     " WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name)",
     0,
-    {}};
+    {}, Plan::scan};
 
 int64 store_prune(TimestampTz cutoff)
 {
@@ -502,7 +502,7 @@ constexpr StoredQuery query_expiry_candidates = {
     "                 OR s.bound_pid IS NOT NULL END"
     " LIMIT 1000",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 text** store_expiry_candidates(TimestampTz now, int* count)
 {
