@@ -662,3 +662,170 @@ COMMENT ON VIEW lease.status IS
     'Leases at a glance, one row per holder: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant; mode is exclusive, shared or semaphore (NULL when free).';
 
 GRANT SELECT ON lease.holders, lease.lease_values, lease.waiters, lease.status TO PUBLIC;
+-- Metrics (docs/monitoring.md) ------------------------------------------------
+-- What postgres_exporter reads (monitoring/queries.yaml): lease.metrics, one
+-- row per database. Every counter is a sequence, so that it counts what rolls
+-- back too and never goes down; lease.stats holds the older ones.
+
+-- Grants that ended without a release (lease.expire_due(), a takeover, a
+-- revoke or a session close that found them expired).
+CREATE SEQUENCE lease.stat_expiries AS bigint MINVALUE 1 START 1 NO CYCLE;
+
+-- The wait and hold histograms: one sequence per bucket (not cumulative; the
+-- bounds are lease.metrics' wait_seconds and hold_seconds, the 16th bucket is
+-- +Inf) and the sum of the observed times in microseconds. A wait is
+-- observed when it ends (granted or not), a hold when its grant is released,
+-- revoked or found expired.
+CREATE SEQUENCE lease.stat_wait_bucket_1 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_2 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_3 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_4 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_5 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_6 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_7 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_8 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_9 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_10 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_11 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_12 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_13 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_14 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_15 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_bucket_16 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_sum_us AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_1 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_2 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_3 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_4 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_5 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_6 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_7 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_8 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_9 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_10 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_11 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_12 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_13 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_14 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_15 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_bucket_16 AS bigint MINVALUE 1 START 1 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_sum_us AS bigint MINVALUE 0 START 0 NO CYCLE;
+
+-- One row: the gauges of now, the counters and the histograms. The lock table
+-- is read once: bound sessions' locks (objsubid 19522, "LB") and the wait
+-- clocks (19540, "LT": one per waiting acquire, held while it waits; its key
+-- is the moment the wait started, in microseconds since 2000-01-01).
+CREATE VIEW lease.metrics AS
+WITH c AS (
+    SELECT pg_catalog.clock_timestamp() AS now,
+           (SELECT d.oid FROM pg_catalog.pg_database AS d
+             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS db
+), locks AS MATERIALIZED (
+    SELECT k.objsubid, k.classid, k.objid
+      FROM pg_catalog.pg_locks AS k, c
+     WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+       AND k.objsubid OPERATOR(pg_catalog.=) ANY ('{19522,19540}'::pg_catalog.int2[])
+       AND k.granted
+       AND k.database OPERATOR(pg_catalog.=) c.db
+), live_sessions AS MATERIALIZED (
+    SELECT s.id
+      FROM lease.sessions AS s, c
+     WHERE s.closed_at IS NULL
+       AND s.expires_at OPERATOR(pg_catalog.>) c.now
+       AND (s.bound_pid IS NULL
+            OR EXISTS (SELECT FROM locks AS k
+                        WHERE k.objsubid OPERATOR(pg_catalog.=) 19522
+                          AND k.classid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.>>) 32)
+                          AND k.objid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))
+), waits AS (
+    SELECT pg_catalog.count(*) AS waiters,
+           pg_catalog.min((k.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
+                          OPERATOR(pg_catalog.|) k.objid::pg_catalog.int8) AS oldest_us
+      FROM locks AS k
+     WHERE k.objsubid OPERATOR(pg_catalog.=) 19540
+), wait_buckets (i, n) AS (
+    VALUES
+        (1, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_1)),
+        (2, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_2)),
+        (3, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_3)),
+        (4, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_4)),
+        (5, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_5)),
+        (6, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_6)),
+        (7, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_7)),
+        (8, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_8)),
+        (9, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_9)),
+        (10, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_10)),
+        (11, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_11)),
+        (12, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_12)),
+        (13, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_13)),
+        (14, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_14)),
+        (15, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_15)),
+        (16, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_bucket_16))
+), hold_buckets (i, n) AS (
+    VALUES
+        (1, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_1)),
+        (2, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_2)),
+        (3, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_3)),
+        (4, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_4)),
+        (5, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_5)),
+        (6, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_6)),
+        (7, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_7)),
+        (8, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_8)),
+        (9, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_9)),
+        (10, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_10)),
+        (11, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_11)),
+        (12, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_12)),
+        (13, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_13)),
+        (14, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_14)),
+        (15, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_15)),
+        (16, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_16))
+)
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
+       (SELECT pg_catalog.count(*) FROM lease.leases AS l, c
+         WHERE l.owner IS NOT NULL
+           AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.>) c.now
+                    ELSE l.session OPERATOR(pg_catalog.=) ANY (SELECT s.id FROM live_sessions AS s) END) AS held,
+       w.waiters,
+       -- OPERATOR() gives every operator one precedence: hence the parentheses.
+       COALESCE((pg_catalog.date_part('epoch', c.now) OPERATOR(pg_catalog.-) 946684800)
+                OPERATOR(pg_catalog.-) (w.oldest_us::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000), 0)
+           AS oldest_wait_seconds,
+       (SELECT pg_catalog.count(*) FROM live_sessions) AS sessions_live,
+       (SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.>>) 32 ELSE 0 END
+          FROM lease.fencing_token_seq) AS token_epoch,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_denials) AS denials_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_takeovers) AS takeovers_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_releases) AS releases_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_revokes) AS revokes_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_expiries) AS expiries_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections) AS fence_rejections_total,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS wait_seconds,
+       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
+          FROM wait_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS wait_seconds_bucket,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_sum_us)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000 AS wait_seconds_sum,
+       (SELECT pg_catalog.sum(b.n) FROM wait_buckets AS b)::pg_catalog.int8 AS wait_seconds_count,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS hold_seconds,
+       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
+          FROM hold_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS hold_seconds_bucket,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_sum_us)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000 AS hold_seconds_sum,
+       (SELECT pg_catalog.sum(b.n) FROM hold_buckets AS b)::pg_catalog.int8 AS hold_seconds_count
+  FROM c, waits AS w;
+
+COMMENT ON VIEW lease.metrics IS
+    'What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md): leases held, waiters and the oldest wait, live sessions, the token epoch, the event counters and the wait and hold histograms (bucket bounds in seconds, cumulative counts, sum, count).';
+
+GRANT SELECT ON lease.metrics TO PUBLIC;
+REVOKE ALL ON SEQUENCE lease.stat_expiries FROM PUBLIC;
+REVOKE ALL ON SEQUENCE lease.stat_wait_bucket_1, lease.stat_wait_bucket_2, lease.stat_wait_bucket_3,
+    lease.stat_wait_bucket_4, lease.stat_wait_bucket_5, lease.stat_wait_bucket_6,
+    lease.stat_wait_bucket_7, lease.stat_wait_bucket_8, lease.stat_wait_bucket_9,
+    lease.stat_wait_bucket_10, lease.stat_wait_bucket_11, lease.stat_wait_bucket_12,
+    lease.stat_wait_bucket_13, lease.stat_wait_bucket_14, lease.stat_wait_bucket_15,
+    lease.stat_wait_bucket_16, lease.stat_hold_bucket_1, lease.stat_hold_bucket_2,
+    lease.stat_hold_bucket_3, lease.stat_hold_bucket_4, lease.stat_hold_bucket_5,
+    lease.stat_hold_bucket_6, lease.stat_hold_bucket_7, lease.stat_hold_bucket_8,
+    lease.stat_hold_bucket_9, lease.stat_hold_bucket_10, lease.stat_hold_bucket_11,
+    lease.stat_hold_bucket_12, lease.stat_hold_bucket_13, lease.stat_hold_bucket_14,
+    lease.stat_hold_bucket_15, lease.stat_hold_bucket_16,
+    lease.stat_wait_sum_us, lease.stat_hold_sum_us FROM PUBLIC;

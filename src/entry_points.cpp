@@ -10,6 +10,7 @@
 #include "holders.hpp"
 #include "idempotency.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "pools.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
@@ -198,6 +199,7 @@ Datum release(FunctionCallInfo fcinfo)
         PG_RETURN_BOOL(keep_share_lock_if(false, &tag));
     lease::record_event(lease::Event::released, name, token, lease.owner, lease.session, lease.role);
     lease::count_event(lease::Counter::releases);
+    lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     if (lease.session != 0)
         lease::forget_pool_holder(name);
@@ -234,6 +236,8 @@ Datum revoke(FunctionCallInfo fcinfo)
     if (lease.session != 0)
         lease::forget_pool_holder(name);
     lease::count_event(lease::Counter::revokes);
+    if (lease.owner != nullptr)
+        lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     lease::make_tokens_durable();
     ForceSyncCommit();
@@ -309,6 +313,7 @@ Datum expire_due(FunctionCallInfo)
             continue;
         }
         lease::record_event(lease::Event::expired, names[i], lease.token, lease.owner, lease.session, lease.role);
+        lease::observe_hold(lease, now);
         if (lease.session != 0)
             lease::forget_pool_holder(names[i]);
         ++reported;
