@@ -221,7 +221,10 @@ moves "a revoke: lease_revokes_total +1, lease_hold_seconds_count +1" "lease_rev
 sql -c "SELECT lease.lease_acquire('queue', 'first', '1 hour')" >/dev/null
 scrape
 remember
-psql -X -q -A -t -c "SELECT lease.lease_acquire('queue', 'second', '1 hour', '60 s')" >"$WORK/waiter.out" 2>&1 &
+# The waiter's connection stays a while after its wait: a wait clock left
+# behind would still count.
+psql -X -q -A -t -c "SELECT lease.lease_acquire('queue', 'second', '1 hour', '60 s')" -c "SELECT pg_sleep(3)" \
+    >"$WORK/waiter.out" 2>&1 &
 waiter=$!
 BG_PIDS+=("$waiter")
 waiting() {
@@ -240,11 +243,12 @@ report $? "lease_oldest_wait_seconds grows with the wait (+0.5 s)" "$first_oldes
 report $? "the other database has no waiter" "waiters $(m lease_waiters other)"
 
 sql -c "SELECT lease.lease_release('queue', $(token_of queue))" >/dev/null
-wait "$waiter"
+poll_until 10 test "$(sql -c "SELECT owner FROM lease.leases WHERE name = 'queue'")" = second
 scrape
-[ "$(m lease_waiters)" = 0 ] && [ "$(m lease_oldest_wait_seconds)" = 0 ] && grep -qE '^[0-9]+$' "$WORK/waiter.out"
-report $? "after the hand-over: lease_waiters 0, lease_oldest_wait_seconds 0" \
-    "waiters $(m lease_waiters), oldest $(m lease_oldest_wait_seconds), waiter: $(cat "$WORK/waiter.out")"
+[ "$(m lease_waiters)" = 0 ] && [ "$(m lease_oldest_wait_seconds)" = 0 ] && kill -0 "$waiter"
+report $? "after the hand-over, its connection still open: lease_waiters 0, lease_oldest_wait_seconds 0" \
+    "waiters $(m lease_waiters), oldest $(m lease_oldest_wait_seconds), owner $(sql -c "SELECT owner FROM lease.leases WHERE name = 'queue'")"
+wait "$waiter"
 moves "the hand-over: grants +1, releases +1, lease_wait_seconds_count +1, lease_hold_seconds_count +1" \
     "lease_grants_total 1" "lease_releases_total 1" "lease_wait_seconds_count 1" "lease_hold_seconds_count 1"
 moved lease_wait_seconds_bucket 0 "$DB" 0.5 && moved lease_wait_seconds_bucket 1 "$DB" 5 &&
@@ -256,6 +260,19 @@ remember
 sql -c "SELECT lease.lease_acquire('queue', 'third', '1 hour', '200 ms')" >/dev/null
 scrape
 moves "a wait that runs out: denials +1, lease_wait_seconds_count +1" "lease_denials_total 1" "lease_wait_seconds_count 1"
+
+remember
+psql -X -q -A -t -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('queue', 'fourth', '1 hour', '60 s')" \
+    -c "SELECT pg_sleep(3)" >"$WORK/cancelled.out" 2>&1 &
+cancelled=$!
+BG_PIDS+=("$cancelled")
+poll_until 10 grep -q "statement timeout" "$WORK/cancelled.out"
+scrape
+[ "$(m lease_waiters)" = 0 ] && kill -0 "$cancelled"
+report $? "a wait cancelled by statement_timeout, its connection still open: lease_waiters 0" \
+    "waiters $(m lease_waiters), waiter: $(cat "$WORK/cancelled.out")"
+moves "a cancelled wait is not observed in lease_wait_seconds" 
+wait "$cancelled"
 
 # --- a takeover, expiries -------------------------------------------------------
 remember
@@ -297,6 +314,11 @@ report $? "an open session: lease_sessions_live 1" "$(m lease_sessions_live)"
 held_view=$(sql -c "SELECT count(*) FROM lease.status WHERE state = 'held'")
 [ "$(m lease_held)" = "$held_view" ]
 report $? "lease_held is the number of held leases in lease.status" "metric $(m lease_held), view $held_view"
+sql -c "SELECT lease.session_acquire($session, 'by-session-2')" >/dev/null
+sql -c "SELECT lease.lease_release('by-session-2', $(token_of by-session-2))" >/dev/null
+scrape
+[ "$(m lease_held)" = "$held_view" ] && [ "$(m lease_sessions_live)" = 1 ]
+report $? "a session lease released while its session lives is no longer held" "metric $(m lease_held), view before $held_view"
 sql -c "SELECT lease.session_close($session)" >/dev/null
 scrape
 [ "$(m lease_sessions_live)" = 0 ] && [ "$(m lease_held)" = "$((held_view - 1))" ]
