@@ -15,7 +15,10 @@
 #     back, a session, a token epoch leap;
 #   - counters that never go down: not with lease.prune_history(), not across
 #     an exporter restart, nowhere in the run; another database's untouched;
-#   - an application role cannot move a counter by hand (42501).
+#   - an application role cannot move a counter by hand (42501);
+#   - monitoring/alerts.yaml passes promtool check rules and its unit tests
+#     (monitoring/alerts_test.yaml), and every metric the rules and the
+#     Grafana dashboard name is one the exporter serves.
 # Prints TAP-style "ok N - ..." lines and "metrics: P passed, F failed"; exits
 # non-zero on any failure.
 set -u
@@ -35,7 +38,8 @@ chmod 755 "$WORK"
 # shellcheck source=test/common/suite.sh
 . test/common/suite.sh
 
-ensure_packages prometheus-postgres-exporter curl >/dev/null || exit 1
+# prometheus for promtool, which checks and unit-tests monitoring/alerts.yaml.
+ensure_packages prometheus-postgres-exporter prometheus curl >/dev/null || exit 1
 EXPORTER=/usr/bin/prometheus-postgres-exporter
 
 cluster_start || exit 1
@@ -263,7 +267,7 @@ moves "a wait that runs out: denials +1, lease_wait_seconds_count +1" "lease_den
 
 remember
 psql -X -q -A -t -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('queue', 'fourth', '1 hour', '60 s')" \
-    -c "SELECT pg_sleep(3)" >"$WORK/cancelled.out" 2>&1 &
+    -c "RESET statement_timeout" -c "SELECT pg_sleep(3)" >"$WORK/cancelled.out" 2>&1 &
 cancelled=$!
 BG_PIDS+=("$cancelled")
 poll_until 10 grep -q "statement timeout" "$WORK/cancelled.out"
@@ -368,6 +372,19 @@ report $? "an application role cannot nextval or setval a counter (42501)" "$out
 grants_as_app=$(sql -U app -c "SELECT held, grants_total FROM lease.metrics")
 [ -n "$grants_as_app" ]
 report $? "an application role reads lease.metrics" "$grants_as_app"
+
+# --- the alert rules and the dashboard -------------------------------------------------
+out=$(cd monitoring && promtool check rules alerts.yaml 2>&1 && promtool test rules alerts_test.yaml 2>&1)
+report $? "promtool check rules and test rules (monitoring/alerts_test.yaml)" "$out"
+
+diag=""
+python3 -m json.tool monitoring/grafana-dashboard.json >/dev/null || diag+="the dashboard is not JSON"$'\n'
+for name in $(grep -ohE 'lease_[a-z_]+' monitoring/alerts.yaml monitoring/grafana-dashboard.json | sort -u); do
+    # A dashboard query writes counters as lease_<event>_total and histograms by their series.
+    grep -qE "^(# TYPE )?$name[ {]" "$WORK/metrics" || diag+="$name is not served"$'\n'
+done
+[ -z "$diag" ]
+report $? "every metric that monitoring/alerts.yaml and the dashboard name is served" "$diag"
 
 [ ${#went_down[@]} -eq 0 ]
 report $? "no counter or bucket went down in any scrape of the run" "$(printf '%s\n' "${went_down[@]}")"
