@@ -193,7 +193,7 @@ CREATE SEQUENCE lease.stat_expiries AS bigint MINVALUE 1 START 1 NO CYCLE;
 
 -- The wait and hold histograms: one sequence per bucket (not cumulative; the
 -- bounds are lease.metrics' wait_seconds and hold_seconds, the 16th bucket is
--- +Inf) and the sum of the observed times in microseconds. A wait is
+-- +Inf) and the sum of the observed times in milliseconds. A wait is
 -- observed when it ends (granted or not), a hold when its grant is released,
 -- revoked or found expired.
 CREATE SEQUENCE lease.stat_wait_bucket_1 AS bigint MINVALUE 1 START 1 NO CYCLE;
@@ -212,7 +212,7 @@ CREATE SEQUENCE lease.stat_wait_bucket_13 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_wait_bucket_14 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_wait_bucket_15 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_wait_bucket_16 AS bigint MINVALUE 1 START 1 NO CYCLE;
-CREATE SEQUENCE lease.stat_wait_sum_us AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_wait_sum_ms AS bigint MINVALUE 0 START 0 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_1 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_2 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_3 AS bigint MINVALUE 1 START 1 NO CYCLE;
@@ -229,7 +229,7 @@ CREATE SEQUENCE lease.stat_hold_bucket_13 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_14 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_15 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_16 AS bigint MINVALUE 1 START 1 NO CYCLE;
-CREATE SEQUENCE lease.stat_hold_sum_us AS bigint MINVALUE 0 START 0 NO CYCLE;
+CREATE SEQUENCE lease.stat_hold_sum_ms AS bigint MINVALUE 0 START 0 NO CYCLE;
 
 -- One row: the gauges of now, the counters and the histograms. The lock table
 -- is read once: bound sessions' locks (objsubid 19522, "LB") and the wait
@@ -323,12 +323,14 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS wait_seconds,
        (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
           FROM wait_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS wait_seconds_bucket,
-       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_sum_us)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000 AS wait_seconds_sum,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_sum_ms)::pg_catalog.float8
+           OPERATOR(pg_catalog./) 1000 AS wait_seconds_sum,
        (SELECT pg_catalog.sum(b.n) FROM wait_buckets AS b)::pg_catalog.int8 AS wait_seconds_count,
        ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS hold_seconds,
        (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
           FROM hold_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS hold_seconds_bucket,
-       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_sum_us)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000 AS hold_seconds_sum,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_sum_ms)::pg_catalog.float8
+           OPERATOR(pg_catalog./) 1000 AS hold_seconds_sum,
        (SELECT pg_catalog.sum(b.n) FROM hold_buckets AS b)::pg_catalog.int8 AS hold_seconds_count
   FROM c, waits AS w;
 
@@ -348,4 +350,4 @@ REVOKE ALL ON SEQUENCE lease.stat_wait_bucket_1, lease.stat_wait_bucket_2, lease
     lease.stat_hold_bucket_9, lease.stat_hold_bucket_10, lease.stat_hold_bucket_11,
     lease.stat_hold_bucket_12, lease.stat_hold_bucket_13, lease.stat_hold_bucket_14,
     lease.stat_hold_bucket_15, lease.stat_hold_bucket_16,
-    lease.stat_wait_sum_us, lease.stat_hold_sum_us FROM PUBLIC;
+    lease.stat_wait_sum_ms, lease.stat_hold_sum_ms FROM PUBLIC;

@@ -17,7 +17,7 @@ constexpr int buckets = finite_buckets + 1;  // and +Inf
 
 enum class Histogram { wait, hold, count };
 
-// lease.stat_expiries, then for each histogram its sum (microseconds) and
+// lease.stat_expiries, then for each histogram its sum (milliseconds) and
 // its buckets (lease.stat_<histogram>_bucket_<1..16>, not cumulative).
 enum MetricRelation : int {
     metric_expiries,
@@ -67,7 +67,7 @@ const MetricRelations& metric_relations()
         found.oids[metric_expiries] = get_relname_relid("stat_expiries", schema);
         for (int h = 0; h < static_cast<int>(Histogram::count); ++h) {
             const int first = metric_first_histogram + h * metrics_per_histogram;
-            snprintf(name, sizeof(name), "stat_%s_sum_us", histogram_names[h]);
+            snprintf(name, sizeof(name), "stat_%s_sum_ms", histogram_names[h]);
             found.oids[first] = get_relname_relid(name, schema);
             for (int b = 0; b < buckets; ++b) {
                 snprintf(name, sizeof(name), "stat_%s_bucket_%d", histogram_names[h], b + 1);
@@ -94,17 +94,28 @@ void add_to_sum(Oid sequence, int64 microseconds)
 {
     // A sequence only steps by its increment: the sum is read and set under
     // an exclusive lock of its own (held for these two calls only), as the
-    // owner of the extension's tables, since callers may not set it.
+    // owner of the extension's tables, since callers may not read or set it.
+    // Reading last_value writes nothing (a nextval right after a setval would
+    // write WAL); it is NULL only before the first setval.
     LOCKTAG tag;
     set_metric_sum_locktag(&tag, sequence);
     (void) LockAcquire(&tag, ExclusiveLock, false, false);
-    // nextval answers the sum + 1, or 0 (the start) when nothing was added yet.
-    const int64 next = nextval_internal(sequence, false);
-    const int64 sum = (next == 0 ? 0 : next - 1) + microseconds;
     Oid saved_user;
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(lease_tables_owner(), saved_context | SECURITY_LOCAL_USERID_CHANGE);
+    LOCAL_FCINFO(read, 1);
+    InitFunctionCallInfoData(*read, nullptr, 1, InvalidOid, nullptr, nullptr);
+    read->args[0].value = ObjectIdGetDatum(sequence);
+    read->args[0].isnull = false;
+    const Datum last = pg_sequence_last_value(read);
+    // In milliseconds: at a million grants held at once, microseconds would
+    // fill a bigint in 106 days, milliseconds in 290 years (and then start
+    // again from 0 rather than fail a release).
+    const int64 milliseconds = (microseconds + 500) / 1000;
+    int64 sum;
+    if (pg_add_s64_overflow(read->isnull ? 0 : DatumGetInt64(last), milliseconds, &sum))
+        sum = milliseconds;
     (void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(sequence), Int64GetDatum(sum));
     SetUserIdAndSecContext(saved_user, saved_context);
     LockRelease(&tag, ExclusiveLock, false);
