@@ -231,13 +231,14 @@ CREATE SEQUENCE lease.stat_hold_bucket_15 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_bucket_16 AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_hold_sum_ms AS bigint MINVALUE 0 START 0 NO CYCLE;
 
--- One row: the gauges of now, the counters and the histograms. The lock table
+-- One row: the gauges at the start of the statement, the counters and the
+-- histograms (the time is statement_timestamp(), as one scrape). The lock table
 -- is read once: bound sessions' locks (objsubid 19522, "LB") and the wait
 -- clocks (19540, "LT": one per waiting acquire, held while it waits; its key
 -- is the moment the wait started, in microseconds since 2000-01-01).
 CREATE VIEW lease.metrics AS
 WITH c AS (
-    SELECT pg_catalog.clock_timestamp() AS now,
+    SELECT pg_catalog.statement_timestamp() AS now,
            (SELECT d.oid FROM pg_catalog.pg_database AS d
              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS db
 ), locks AS MATERIALIZED (
@@ -301,14 +302,20 @@ WITH c AS (
         (16, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_16))
 )
 SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
-       (SELECT pg_catalog.count(*) FROM lease.leases AS l, c
+       -- One scan of lease.leases, which may run in parallel: the live
+       -- sessions come in as an array (a parameter), not as a CTE scan.
+       (SELECT pg_catalog.count(*) FROM lease.leases AS l
          WHERE l.owner IS NOT NULL
-           AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.>) c.now
-                    ELSE l.session OPERATOR(pg_catalog.=) ANY (SELECT s.id FROM live_sessions AS s) END) AS held,
+           AND CASE WHEN l.session IS NULL
+                    THEN l.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
+                    ELSE l.session OPERATOR(pg_catalog.=)
+                         ANY ((SELECT pg_catalog.array_agg(s.id) FROM live_sessions AS s)::pg_catalog.int8[])
+               END) AS held,
        w.waiters,
        -- OPERATOR() gives every operator one precedence: hence the parentheses.
-       COALESCE((pg_catalog.date_part('epoch', c.now) OPERATOR(pg_catalog.-) 946684800)
-                OPERATOR(pg_catalog.-) (w.oldest_us::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000), 0)
+       -- A wait may have started after this statement: never below 0.
+       GREATEST(COALESCE((pg_catalog.date_part('epoch', c.now) OPERATOR(pg_catalog.-) 946684800)
+                         OPERATOR(pg_catalog.-) (w.oldest_us::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000), 0), 0)
            AS oldest_wait_seconds,
        (SELECT pg_catalog.count(*) FROM live_sessions) AS sessions_live,
        (SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.>>) 32 ELSE 0 END
