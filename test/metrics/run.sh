@@ -18,7 +18,12 @@
 #   - an application role cannot move a counter by hand (42501);
 #   - monitoring/alerts.yaml passes promtool check rules and its unit tests
 #     (monitoring/alerts_test.yaml), and every metric the rules and the
-#     Grafana dashboard name is one the exporter serves.
+#     Grafana dashboard name is one the exporter serves;
+#   - pg_lease top (docs/cli.md): --once --json agrees with the exporter,
+#     shows rates, holders and a waiter; live, it refreshes in place on a
+#     terminal and exits 0 on SIGINT.
+#
+# pg_lease is taken from PostgreSQL's bindir (PG_LEASE overrides the path).
 # Prints TAP-style "ok N - ..." lines and "metrics: P passed, F failed"; exits
 # non-zero on any failure.
 set -u
@@ -41,6 +46,7 @@ chmod 755 "$WORK"
 # prometheus for promtool, which checks and unit-tests monitoring/alerts.yaml.
 ensure_packages prometheus-postgres-exporter prometheus curl >/dev/null || exit 1
 EXPORTER=/usr/bin/prometheus-postgres-exporter
+PG_LEASE=${PG_LEASE:-$PGBIN/pg_lease}
 
 cluster_start || exit 1
 trap suite_cleanup EXIT
@@ -256,6 +262,18 @@ report $? "lease_oldest_wait_seconds grows with the wait (+0.5 s)" "$first_oldes
 [ "$(m lease_waiters other)" = 0 ]
 report $? "the other database has no waiter" "waiters $(m lease_waiters other)"
 
+"$PG_LEASE" top --once --json --interval 200ms >"$WORK/top.json" 2>&1
+python3 - "$WORK/top.json" "$waiter" <<'PY'
+import json, sys
+frame = json.load(open(sys.argv[1]))
+waits = frame["longest_waits"]
+assert frame["waiters"] == 1 and frame["oldest_wait_seconds"] > 0.3, frame
+assert len(waits) == 1 and waits[0]["waited_seconds"] > 0.3 and "'queue'" in waits[0]["query"], waits
+held = {h["name"] for h in frame["longest_held"]}
+assert "queue" in held and "job-2" in held, held
+PY
+report $? "pg_lease top --once --json: the waiter (its wait and query) and the holders" "$(cat "$WORK/top.json")"
+
 sql -c "SELECT lease.lease_release('queue', $(token_of queue))" >/dev/null
 poll_until 10 test "$(sql -c "SELECT owner FROM lease.leases WHERE name = 'queue'")" = second
 scrape
@@ -287,6 +305,37 @@ report $? "a wait cancelled by statement_timeout, its connection still open: lea
     "waiters $(m lease_waiters), waiter: $(cat "$WORK/cancelled.out")"
 moves "a cancelled wait is not observed in lease_wait_seconds" 
 wait "$cancelled"
+
+# --- pg_lease top: rates, agreement with the exporter, refreshing in place ----------
+"$PG_LEASE" top --once --json --interval 1500ms >"$WORK/top-rates.json" 2>&1 &
+top_pid=$!
+BG_PIDS+=("$top_pid")
+sleep 0.3
+for i in 1 2 3; do sql -c "SELECT lease.lease_acquire('rate-$i', 'w', '1 hour')" >/dev/null; done
+wait "$top_pid"
+scrape
+python3 - "$WORK/top-rates.json" "$(m lease_grants_total)" "$(m lease_held)" "$DB" <<'PY'
+import json, sys
+frame = json.load(open(sys.argv[1]))
+grants, held, db = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+assert frame["database"] == db and frame["totals"]["grants"] == grants and frame["held"] == held, (frame, grants, held)
+# 3 grants in about 1.5 s
+assert 1.0 <= frame["per_second"]["grants"] * frame["interval_seconds"] <= 3.01, frame
+assert frame["per_second"]["releases"] == 0, frame
+PY
+report $? "pg_lease top --once --json: totals and held as the exporter's, 3 grants as a rate" "$(cat "$WORK/top-rates.json")"
+
+timeout --preserve-status -s INT 1.5 "$PG_LEASE" top --interval 200ms >"$WORK/top.txt" 2>&1
+rc=$?
+frames=$(grep -c '^pg_lease top: database' "$WORK/top.txt")
+[ "$rc" = 0 ] && [ "$frames" -ge 3 ] && grep -q '^grants ' "$WORK/top.txt" && ! grep -q $'\x1b' "$WORK/top.txt"
+report $? "pg_lease top refreshes every interval (3+ frames in 1.5 s, no escapes on a pipe) and exits 0 on SIGINT" \
+    "exit $rc, $frames frames"
+# On a terminal (script(1) gives it one) each frame starts with cursor home and clear.
+script -qec "timeout -s INT 1 $PG_LEASE top --interval 200ms" /dev/null >"$WORK/top.tty" 2>&1
+in_place=$(grep -o $'\x1b\[H\x1b\[J' "$WORK/top.tty" | wc -l)
+[ "$in_place" -ge 3 ]
+report $? "pg_lease top on a terminal redraws in place (cursor home, clear: $in_place frames)"
 
 # --- a takeover, expiries -------------------------------------------------------
 remember
