@@ -326,16 +326,21 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_releases) AS releases_total,
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_revokes) AS revokes_total,
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_expiries) AS expiries_total,
-       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections) AS fence_rejections_total,
-       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS wait_seconds,
-       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
-          FROM wait_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS wait_seconds_bucket,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections)
+           AS fence_rejections_total,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[]
+           AS wait_seconds,
+       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i)
+          FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n FROM wait_buckets AS b) AS s
+         WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS wait_seconds_bucket,
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_wait_sum_ms)::pg_catalog.float8
            OPERATOR(pg_catalog./) 1000 AS wait_seconds_sum,
        (SELECT pg_catalog.sum(b.n) FROM wait_buckets AS b)::pg_catalog.int8 AS wait_seconds_count,
-       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[] AS hold_seconds,
-       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i) FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n
-          FROM hold_buckets AS b) AS s WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS hold_seconds_bucket,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[]
+           AS hold_seconds,
+       (SELECT pg_catalog.array_agg(s.n ORDER BY s.i)
+          FROM (SELECT b.i, pg_catalog.sum(b.n) OVER (ORDER BY b.i) AS n FROM hold_buckets AS b) AS s
+         WHERE s.i OPERATOR(pg_catalog.<) 16)::pg_catalog.int8[] AS hold_seconds_bucket,
        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_sum_ms)::pg_catalog.float8
            OPERATOR(pg_catalog./) 1000 AS hold_seconds_sum,
        (SELECT pg_catalog.sum(b.n) FROM hold_buckets AS b)::pg_catalog.int8 AS hold_seconds_count

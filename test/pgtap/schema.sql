@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(136);
+SELECT plan(137);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -10,9 +10,13 @@ SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history'
     'lease holds exactly the eleven documented tables');
 SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
-                                     'stat_revokes', 'stat_fence_rejections'],
-    'lease holds exactly the documented sequences: tokens, the epoch mark, session ids and the counters');
-SELECT views_are('lease', ARRAY['status', 'stats', 'waiters'], 'lease holds exactly three views, status, stats and waiters');
+                                     'stat_revokes', 'stat_fence_rejections', 'stat_expiries',
+                                     'stat_wait_sum_ms', 'stat_hold_sum_ms']
+                                 || ARRAY(SELECT 'stat_' || h || '_bucket_' || b
+                                            FROM unnest(ARRAY['wait', 'hold']) AS h, generate_series(1, 16) AS b),
+    'lease holds exactly the documented sequences: tokens, the epoch mark, session ids, the counters and the histograms');
+SELECT views_are('lease', ARRAY['status', 'stats', 'waiters', 'metrics'],
+    'lease holds exactly four views, status, stats, waiters and metrics');
 SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
@@ -51,6 +55,12 @@ SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'ow
 SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
 SELECT columns_are('lease', 'stats',
     ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
+-- What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md).
+SELECT columns_are('lease', 'metrics',
+    ARRAY['datname', 'held', 'waiters', 'oldest_wait_seconds', 'sessions_live', 'token_epoch', 'grants_total',
+          'denials_total', 'takeovers_total', 'releases_total', 'revokes_total', 'expiries_total',
+          'fence_rejections_total', 'wait_seconds', 'wait_seconds_bucket', 'wait_seconds_sum', 'wait_seconds_count',
+          'hold_seconds', 'hold_seconds_bucket', 'hold_seconds_sum', 'hold_seconds_count']);
 
 -- Pools: each claimer's held count, the claim index and autovacuum settings
 -- that keep claim and surplus short (docs/reference.md, "Pools").
