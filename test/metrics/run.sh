@@ -293,6 +293,26 @@ sql -c "SELECT lease.lease_acquire('queue', 'third', '1 hour', '200 ms')" >/dev/
 scrape
 moves "a wait that runs out: denials +1, lease_wait_seconds_count +1" "lease_denials_total 1" "lease_wait_seconds_count 1"
 
+# acquire_wait, the procedure: it commits between its steps while it waits.
+sql -c "SELECT lease.lease_acquire('queue-2', 'first', '1 hour')" >/dev/null
+scrape
+remember
+psql -X -q -A -t -c "CALL lease.acquire_wait('queue-2', 'second', '1 hour', '60 s')" -c "SELECT pg_sleep(3)" \
+    >"$WORK/procedure.out" 2>&1 &
+procedure=$!
+BG_PIDS+=("$procedure")
+poll_until 10 waiting
+report $? "a waiting acquire_wait (which commits while it waits): lease_waiters 1, lease_oldest_wait_seconds > 0.3" \
+    "waiters $(m lease_waiters), oldest $(m lease_oldest_wait_seconds)"
+sql -c "SELECT lease.lease_release('queue-2', $(token_of queue-2))" >/dev/null
+poll_until 10 test "$(sql -c "SELECT owner FROM lease.leases WHERE name = 'queue-2'")" = second
+scrape
+[ "$(m lease_waiters)" = 0 ] && kill -0 "$procedure"
+report $? "acquire_wait granted, its connection still open: lease_waiters 0" "waiters $(m lease_waiters)"
+moves "acquire_wait's hand-over: grants +1, releases +1, lease_wait_seconds_count +1, lease_hold_seconds_count +1" \
+    "lease_grants_total 1" "lease_releases_total 1" "lease_wait_seconds_count 1" "lease_hold_seconds_count 1"
+wait "$procedure"
+
 remember
 psql -X -q -A -t -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('queue', 'fourth', '1 hour', '60 s')" \
     -c "RESET statement_timeout" -c "SELECT pg_sleep(3)" >"$WORK/cancelled.out" 2>&1 &
