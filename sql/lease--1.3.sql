@@ -782,13 +782,23 @@ WITH c AS (
         (16, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_hold_bucket_16))
 )
 SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
-       -- One scan of lease.leases, which may run in parallel: the live
-       -- sessions come in as an array (a parameter), not as a CTE scan.
+       -- The rows of lease.status in state held: exclusive grants in one scan
+       -- of lease.leases, which may run in parallel (the live sessions come
+       -- in as an array, a parameter, not as a CTE scan; the row of a name
+       -- with holders has no owner) ...
        (SELECT pg_catalog.count(*) FROM lease.leases AS l
          WHERE l.owner IS NOT NULL
            AND CASE WHEN l.session IS NULL
                     THEN l.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
                     ELSE l.session OPERATOR(pg_catalog.=)
+                         ANY ((SELECT pg_catalog.array_agg(s.id) FROM live_sessions AS s)::pg_catalog.int8[])
+               END)
+       -- ... and each live holder of a semaphore permit or a shared lease.
+       OPERATOR(pg_catalog.+)
+       (SELECT pg_catalog.count(*) FROM lease.holders AS h
+         WHERE CASE WHEN h.session IS NULL
+                    THEN h.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
+                    ELSE h.session OPERATOR(pg_catalog.=)
                          ANY ((SELECT pg_catalog.array_agg(s.id) FROM live_sessions AS s)::pg_catalog.int8[])
                END) AS held,
        w.waiters,

@@ -237,6 +237,24 @@ sql -c "SELECT lease.lease_revoke('job-3')" >/dev/null
 scrape
 moves "a revoke: lease_revokes_total +1, lease_hold_seconds_count +1" "lease_revokes_total 1" "lease_hold_seconds_count 1"
 
+# --- shared leases and semaphore permits: each live holder is held ---------------
+remember
+sql -c "SELECT lease.lease_acquire_shared('shared', 'reader-1', '1 hour')" \
+    -c "SELECT lease.lease_acquire_shared('shared', 'reader-2', '1 hour')" \
+    -c "SELECT lease.semaphore_acquire('pool-of-3', 'worker-1', 3, '1 hour')" >/dev/null
+scrape
+moves "2 shared grants and a semaphore permit: lease_grants_total +3" "lease_grants_total 3"
+held_view=$(sql -c "SELECT count(*) FROM lease.status WHERE state = 'held'")
+moved lease_held 3 && [ "$(m lease_held)" = "$held_view" ]
+report $? "each holder of a shared lease or a permit counts in lease_held (+3), as in lease.status" \
+    "lease_held $(m lease_held), lease.status $held_view"
+remember
+sql -c "SELECT lease.lease_release('shared', token) FROM lease.holders WHERE owner = 'reader-1'" >/dev/null
+scrape
+moves "a shared holder's release: lease_releases_total +1" "lease_releases_total 1"
+moved lease_held -1
+report $? "a shared holder's release: lease_held -1" "lease_held $(m lease_held)"
+
 # --- a waiter -----------------------------------------------------------------
 sql -c "SELECT lease.lease_acquire('queue', 'first', '1 hour')" >/dev/null
 scrape
