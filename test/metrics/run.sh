@@ -26,6 +26,19 @@
 # pg_lease is taken from PostgreSQL's bindir (PG_LEASE overrides the path).
 # Prints TAP-style "ok N - ..." lines and "metrics: P passed, F failed"; exits
 # non-zero on any failure.
+#
+# Mutations seen caught (break, run, restore): queries.yaml's grants_total
+# as a GAUGE (its TYPE check); no count_expiry() in record_event (the
+# takeover and expire_due checks); no wait clock taken (the waiter checks);
+# metrics_wait_ends() skipped after the line (the hand-over with the
+# connection still open, and the wait histogram); the abort callback not
+# dropping the clock (the statement_timeout check); buckets chosen with >=
+# (the 100 ms hold's bucket); no observe_hold() in lease_release (the release
+# checks); no fence rejection count (the fence check); lease_sessions_live
+# from every session row (the session close check); pg_lease top without its
+# SIGINT handler (exit 130) or without the redraw sequence (the terminal
+# check). Dropping "owner IS NOT NULL" from lease_held is not caught: a free
+# row's expiry is never in the future, so the condition only spares work.
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
