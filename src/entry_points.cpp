@@ -12,6 +12,7 @@
 #include "lease_store.hpp"
 #include "metrics.hpp"
 #include "pools.hpp"
+#include "shared_memory.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
@@ -609,6 +610,11 @@ Datum waiting(FunctionCallInfo fcinfo)
     return lease::waiter_registry_rows(fcinfo);
 }
 
+Datum metric_figures(FunctionCallInfo fcinfo)
+{
+    return lease::metric_figures(fcinfo);
+}
+
 // lease.allow / lease.disallow: not granted to PUBLIC. Every backend reloads
 // the rules once the change commits.
 const text* prefix_arg(FunctionCallInfo fcinfo, int argno)
@@ -705,6 +711,7 @@ LEASE_WRITING_ENTRY(lease_session_acquire_all, session_acquire_all, "lease.sessi
 LEASE_WRITING_ENTRY(lease_set_value, set_value, "lease.lease_set_value()")
 LEASE_ENTRY(lease_leader, leader)
 LEASE_ENTRY(lease_waiting, waiting)
+LEASE_ENTRY(lease_metric_figures, metric_figures)
 
 void _PG_init(void)
 {
@@ -715,7 +722,7 @@ void _PG_init(void)
     lease::initialize_sessions();
     lease::initialize_events();
     lease::initialize_idempotency();
-    lease::initialize_waiter_registry();
+    lease::reserve_shared_areas();
     MarkGUCPrefixReserved("lease");
 }
 

@@ -38,7 +38,4 @@ void set_token_epoch_locktag(LOCKTAG* tag);
 // (microseconds since 2000-01-01), which pg_locks shows in classid and objid.
 void set_wait_clock_locktag(LOCKTAG* tag, TimestampTz start);
 
-// Held exclusively while a histogram's sum (a sequence) is read and set.
-void set_metric_sum_locktag(LOCKTAG* tag, Oid sequence);
-
 }  // namespace lease

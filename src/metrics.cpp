@@ -1,6 +1,7 @@
 #include "metrics.hpp"
 
 #include "lock_tags.hpp"
+#include "shared_memory.hpp"
 
 namespace lease {
 
@@ -8,7 +9,7 @@ namespace {
 
 // The upper bounds of the buckets of lease_wait_seconds and
 // lease_hold_seconds, in microseconds: 1 ms to 4 hours, then +Inf. The view
-// lease.metrics names the same bounds in seconds (sql/lease--1.3.sql).
+// lease.metrics names the same bounds in seconds (sql/lease--1.4.sql).
 constexpr int64 bucket_bounds[] = {1000,     5000,     10000,     50000,      100000,     500000,
                                    1000000,  5000000,  10000000,  30000000,   60000000,   300000000,
                                    900000000, 3600000000LL, 14400000000LL};
@@ -16,130 +17,134 @@ constexpr int finite_buckets = sizeof(bucket_bounds) / sizeof(bucket_bounds[0]);
 constexpr int buckets = finite_buckets + 1;  // and +Inf
 
 enum class Histogram { wait, hold, count };
+constexpr int histograms = static_cast<int>(Histogram::count);
 
-// lease.stat_expiries, then for each histogram its sum (milliseconds) and
-// its buckets (lease.stat_<histogram>_bucket_<1..16>, not cumulative).
-enum MetricRelation : int {
-    metric_expiries,
-    metric_first_histogram,
-    metrics_per_histogram = 1 + buckets,
-    metric_relation_count = metric_first_histogram + static_cast<int>(Histogram::count) * metrics_per_histogram
+// One database's figures, counted with atomic additions: a few instructions,
+// no lock, no WAL, and what a rolled-back transaction did stays counted. They
+// start from 0 at each server start (docs/monitoring.md).
+struct DatabaseFigures {
+    pg_atomic_uint32 database;  // InvalidOid: a free slot
+    pg_atomic_uint64 expiries;
+    pg_atomic_uint64 observations[histograms][buckets];  // per bucket, not cumulative
+    pg_atomic_uint64 sum_ms[histograms];
 };
 
-const char* const histogram_names[] = {"wait", "hold"};
-static_assert(sizeof(histogram_names) / sizeof(histogram_names[0]) == static_cast<int>(Histogram::count),
-              "one name per histogram");
+// Databases a server counts for at once; the slot of a dropped database is
+// taken over by the next one that needs a slot.
+constexpr int database_slots = 64;
 
-// The sequences' OIDs, looked up by name on first use and forgotten on any
-// invalidation of one of them (or a relation cache reset). Until ALTER
-// EXTENSION lease UPDATE TO '1.3' they are missing: nothing is counted.
-struct MetricRelations {
-    bool looked_up;
-    Oid oids[metric_relation_count];
+struct MetricsArea {
+    slock_t claim;  // taken to give a database its slot
+    DatabaseFigures databases[database_slots];
 };
-MetricRelations known;
 
-void forget_metric_relations(Datum, Oid relid)
+MetricsArea* area = nullptr;
+bool area_unavailable = false;
+DatabaseFigures* mine = nullptr;  // MyDatabaseId's slot, once claimed
+bool no_room_warned = false;
+
+Size area_size()
 {
-    bool ours = relid == InvalidOid;
-    for (int r = 0; r < metric_relation_count && !ours; ++r)
-        ours = relid == known.oids[r];
-    if (ours)
-        known = MetricRelations{};
+    return sizeof(MetricsArea);
 }
 
-const MetricRelations& metric_relations()
+void initialize_area(void* memory)
 {
-    static bool callback_registered = false;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(forget_metric_relations, static_cast<Datum>(0));
-        callback_registered = true;
-    }
-    if (known.looked_up)
-        return known;
-    // As lease_relations() does: keep what was found only if no invalidation
-    // arrived while looking.
-    for (;;) {
-        const uint64 invalidations_before = SharedInvalidMessageCounter;
-        const Oid schema = get_namespace_oid("lease", false);
-        MetricRelations found = {};
-        char name[NAMEDATALEN];
-        found.oids[metric_expiries] = get_relname_relid("stat_expiries", schema);
-        for (int h = 0; h < static_cast<int>(Histogram::count); ++h) {
-            const int first = metric_first_histogram + h * metrics_per_histogram;
-            snprintf(name, sizeof(name), "stat_%s_sum_ms", histogram_names[h]);
-            found.oids[first] = get_relname_relid(name, schema);
-            for (int b = 0; b < buckets; ++b) {
-                snprintf(name, sizeof(name), "stat_%s_bucket_%d", histogram_names[h], b + 1);
-                found.oids[first + 1 + b] = get_relname_relid(name, schema);
-            }
-        }
-        // A catalog without them (before 1.3) is looked at again next time:
-        // it may have been updated meanwhile.
-        found.looked_up = OidIsValid(found.oids[metric_expiries]);
-        if (invalidations_before == SharedInvalidMessageCounter) {
-            known = found;
-            return known;
-        }
+    MetricsArea* figures = static_cast<MetricsArea*>(memory);
+    SpinLockInit(&figures->claim);
+    for (DatabaseFigures& d : figures->databases) {
+        pg_atomic_init_u32(&d.database, InvalidOid);
+        pg_atomic_init_u64(&d.expiries, 0);
+        for (auto& histogram : d.observations)
+            for (pg_atomic_uint64& bucket : histogram)
+                pg_atomic_init_u64(&bucket, 0);
+        for (pg_atomic_uint64& sum : d.sum_ms)
+            pg_atomic_init_u64(&sum, 0);
     }
 }
 
-// Nothing can be counted where nothing can be written (as count_event()).
-bool can_count()
+MetricsArea* metrics_memory()
 {
-    return !XactReadOnly && !RecoveryInProgress();
+    if (area == nullptr)
+        area = static_cast<MetricsArea*>(attach_shared_area(metrics_area, &area_unavailable));
+    return area;
 }
 
-void add_to_sum(Oid sequence, int64 microseconds)
+DatabaseFigures* find_slot(MetricsArea* figures, Oid database)
 {
-    // A sequence only steps by its increment: the sum is read and set under
-    // an exclusive lock of its own (held for these two calls only), as the
-    // owner of the extension's tables, since callers may not read or set it.
-    // Reading last_value writes nothing (a nextval right after a setval would
-    // write WAL); it is NULL only before the first setval.
-    LOCKTAG tag;
-    set_metric_sum_locktag(&tag, sequence);
-    (void) LockAcquire(&tag, ExclusiveLock, false, false);
-    Oid saved_user;
-    int saved_context;
-    GetUserIdAndSecContext(&saved_user, &saved_context);
-    SetUserIdAndSecContext(lease_tables_owner(), saved_context | SECURITY_LOCAL_USERID_CHANGE);
-    LOCAL_FCINFO(read, 1);
-    InitFunctionCallInfoData(*read, nullptr, 1, InvalidOid, nullptr, nullptr);
-    read->args[0].value = ObjectIdGetDatum(sequence);
-    read->args[0].isnull = false;
-    const Datum last = pg_sequence_last_value(read);
-    // In milliseconds: at a million grants held at once, microseconds would
-    // fill a bigint in 106 days, milliseconds in 290 years (and then start
-    // again from 0 rather than fail a release).
-    const int64 milliseconds = (microseconds + 500) / 1000;
-    int64 sum;
-    if (pg_add_s64_overflow(read->isnull ? 0 : DatumGetInt64(last), milliseconds, &sum))
-        sum = milliseconds;
-    (void) DirectFunctionCall2(setval_oid, ObjectIdGetDatum(sequence), Int64GetDatum(sum));
-    SetUserIdAndSecContext(saved_user, saved_context);
-    LockRelease(&tag, ExclusiveLock, false);
+    for (DatabaseFigures& d : figures->databases)
+        if (pg_atomic_read_u32(&d.database) == database)
+            return &d;
+    return nullptr;
+}
+
+// Under the claim lock: the slot becomes database's, from 0.
+void take_slot(DatabaseFigures* slot)
+{
+    pg_atomic_write_u64(&slot->expiries, 0);
+    for (auto& histogram : slot->observations)
+        for (pg_atomic_uint64& bucket : histogram)
+            pg_atomic_write_u64(&bucket, 0);
+    for (pg_atomic_uint64& sum : slot->sum_ms)
+        pg_atomic_write_u64(&sum, 0);
+    pg_write_barrier();
+    pg_atomic_write_u32(&slot->database, MyDatabaseId);
+}
+
+// This database's figures to count in: its slot, a free one, or the slot of
+// a database that no longer exists. nullptr (one WARNING per backend) when
+// shared memory is short or 64 live databases have slots.
+DatabaseFigures* my_figures()
+{
+    if (mine != nullptr)
+        return mine;
+    MetricsArea* figures = metrics_memory();
+    if (figures == nullptr)
+        return nullptr;
+    mine = find_slot(figures, MyDatabaseId);
+    if (mine != nullptr)
+        return mine;
+    // Databases that are gone, looked up before taking the spinlock (a
+    // catalog lookup may fail or take long).
+    bool gone[database_slots];
+    for (int i = 0; i < database_slots; ++i) {
+        const Oid database = pg_atomic_read_u32(&figures->databases[i].database);
+        gone[i] = database != InvalidOid && !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+    }
+    SpinLockAcquire(&figures->claim);
+    mine = find_slot(figures, MyDatabaseId);
+    if (mine == nullptr)
+        mine = find_slot(figures, InvalidOid);
+    for (int i = 0; i < database_slots && mine == nullptr; ++i)
+        if (gone[i])
+            mine = &figures->databases[i];
+    if (mine != nullptr && pg_atomic_read_u32(&mine->database) != MyDatabaseId)
+        take_slot(mine);
+    SpinLockRelease(&figures->claim);
+    if (mine == nullptr && !no_room_warned) {
+        no_room_warned = true;
+        ereport(WARNING, (errmsg("lease.metrics cannot count expiries, waits and holds in this database: "
+                                 "%d other databases have their slots",
+                                 database_slots)));
+    }
+    return mine;
 }
 
 void observe(Histogram histogram, int64 microseconds)
 {
-    if (!can_count())
-        return;
-    const MetricRelations& relations = metric_relations();
-    if (!relations.looked_up)
+    DatabaseFigures* figures = my_figures();
+    if (figures == nullptr)
         return;
     if (microseconds < 0)
         microseconds = 0;
     int bucket = 0;
     while (bucket < finite_buckets && microseconds > bucket_bounds[bucket])
         ++bucket;
-    const int first = metric_first_histogram + static_cast<int>(histogram) * metrics_per_histogram;
-    const Oid bucket_sequence = relations.oids[first + 1 + bucket];
-    const Oid sum_sequence = relations.oids[first];
-    if (!OidIsValid(bucket_sequence) || !OidIsValid(sum_sequence))
-        return;
-    (void) nextval_internal(bucket_sequence, false);
-    add_to_sum(sum_sequence, microseconds);
+    const int h = static_cast<int>(histogram);
+    (void) pg_atomic_fetch_add_u64(&figures->observations[h][bucket], 1);
+    // In milliseconds, each time rounded: 2^64 of them are 585 years of a
+    // million grants held at once.
+    (void) pg_atomic_fetch_add_u64(&figures->sum_ms[h], static_cast<uint64>((microseconds + 500) / 1000));
 }
 
 // The wait under way in this backend: its clock's lock, held at session
@@ -172,13 +177,14 @@ void wait_clock_at_subabort(SubXactEvent event, SubTransactionId, SubTransaction
 
 }  // namespace
 
+const SharedArea metrics_area = {"lease metrics", area_size, initialize_area,
+                                 "lease.metrics cannot count expiries, waits and holds: too little spare shared memory"};
+
 void count_expiry()
 {
-    if (!can_count())
-        return;
-    const MetricRelations& relations = metric_relations();
-    if (relations.looked_up)
-        (void) nextval_internal(relations.oids[metric_expiries], false);
+    DatabaseFigures* figures = my_figures();
+    if (figures != nullptr)
+        (void) pg_atomic_fetch_add_u64(&figures->expiries, 1);
 }
 
 void observe_hold(const LeaseState& lease, TimestampTz now)
@@ -213,6 +219,39 @@ void metrics_wait_ends()
     const TimestampTz start = wait_started;
     drop_wait_clock();
     observe(Histogram::wait, GetCurrentTimestamp() - start);
+}
+
+Datum metric_figures(FunctionCallInfo fcinfo)
+{
+    TupleDesc result_type;
+    if (get_call_result_type(fcinfo, nullptr, &result_type) != TYPEFUNC_COMPOSITE)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("lease.metric_figures() returns a record")));
+    // Only read: a database that never counted has no slot, and its figures are 0.
+    MetricsArea* figures = metrics_memory();
+    DatabaseFigures* slot = figures == nullptr ? nullptr : find_slot(figures, MyDatabaseId);
+    auto read = [](pg_atomic_uint64* value) -> int64 {
+        return static_cast<int64>(pg_atomic_read_u64(value) & PG_INT64_MAX);
+    };
+    // expiries_total, then for each histogram its cumulative finite buckets,
+    // sum in seconds and count.
+    Datum values[1 + 3 * histograms];
+    bool nulls[1 + 3 * histograms] = {};
+    values[0] = Int64GetDatum(slot == nullptr ? 0 : read(&slot->expiries));
+    for (int h = 0; h < histograms; ++h) {
+        Datum cumulative[finite_buckets];
+        int64 count = 0;
+        for (int b = 0; b < buckets; ++b) {
+            count += slot == nullptr ? 0 : read(&slot->observations[h][b]);
+            if (b < finite_buckets)
+                cumulative[b] = Int64GetDatum(count);
+        }
+        const int64 sum_ms = slot == nullptr ? 0 : read(&slot->sum_ms[h]);
+        values[1 + 3 * h] = PointerGetDatum(
+            construct_array(cumulative, finite_buckets, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+        values[2 + 3 * h] = Float8GetDatum(static_cast<double>(sum_ms) / 1000.0);
+        values[3 + 3 * h] = Int64GetDatum(count);
+    }
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(result_type, values, nulls)));
 }
 
 }  // namespace lease

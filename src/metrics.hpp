@@ -1,8 +1,8 @@
 // Figures for Prometheus (docs/monitoring.md) that lease.stats does not
-// already keep: the expiry counter, the wait and hold histograms, and the wait
-// clocks behind lease_waiters and lease_oldest_wait_seconds. Every counter is
-// a sequence of the extension (lease.stat_*), so that it counts what rolls
-// back too and never goes down. PostgreSQL-facing.
+// already keep: the expiry counter and the wait and hold histograms, counted
+// per database in shared memory (shared_memory.hpp) so that they cost a few
+// instructions and count what rolls back too; and the wait clocks behind
+// lease_waiters and lease_oldest_wait_seconds. PostgreSQL-facing.
 #pragma once
 
 #include "lease_store.hpp"
@@ -27,5 +27,9 @@ void metrics_wait_begins();
 // The wait ended (granted or not): observes it in lease_wait_seconds and
 // drops the wait clock.
 void metrics_wait_ends();
+
+// lease.metric_figures(): this database's expiries and histograms as
+// lease.metrics shows them (cumulative buckets, sums in seconds, counts).
+Datum metric_figures(FunctionCallInfo fcinfo);
 
 }  // namespace lease
