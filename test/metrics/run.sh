@@ -502,6 +502,19 @@ done
 [ -z "$diag" ]
 report $? "every metric that monitoring/alerts.yaml and the dashboard name is served" "$diag"
 
+# Prometheus' histograms are cumulative: each bucket holds at least the one
+# before it, and +Inf is the count.
+diag=""
+for db in "$DB" other; do
+    for name in $HISTOGRAMS; do
+        grep -E "^${name}_bucket\{datname=\"$db\"" "$WORK/metrics" | awk '{ print $2 }' >"$WORK/buckets"
+        awk -v count="$(m "${name}_count" "$db")" 'NR > 1 && $1 < last { bad = 1 } { last = $1 } END { exit bad || last != count }' \
+            "$WORK/buckets" || diag+="$db $name: $(tr '\n' ' ' <"$WORK/buckets"), count $(m "${name}_count" "$db")"$'\n'
+    done
+done
+[ -z "$diag" ] && [ "$(m lease_hold_seconds_count)" -gt 0 ] && [ "$(m lease_wait_seconds_count)" -gt 0 ]
+report $? "every histogram's buckets are cumulative, +Inf its count" "$diag"
+
 [ ${#went_down[@]} -eq 0 ]
 report $? "no counter or bucket went down in any scrape of the run" "$(printf '%s\n' "${went_down[@]}")"
 
@@ -537,8 +550,8 @@ done
 report $? "after a server restart: lease.stats' counters as before, expiries and histograms from 0" "$diag"
 
 remember
-sql -c "SELECT lease.lease_acquire('short', 'three', '100 ms')" -c "SELECT pg_sleep(0.2)" \
-    -c "SELECT lease.lease_acquire('short', 'four', '1 hour')" >/dev/null
+sql -c "SELECT lease.lease_acquire('short-2', 'three', '100 ms')" -c "SELECT pg_sleep(0.2)" \
+    -c "SELECT lease.lease_acquire('short-2', 'four', '1 hour')" >/dev/null
 scrape
 moves "preloaded, a takeover: grants +2, takeovers +1, expiries +1, lease_hold_seconds_count +1" \
     "lease_grants_total 2" "lease_takeovers_total 1" "lease_expiries_total 1" "lease_hold_seconds_count 1"
