@@ -685,7 +685,7 @@ CREATE FUNCTION lease.metric_figures(OUT expiries_total bigint,
                                      OUT hold_seconds_bucket bigint[], OUT hold_seconds_sum double precision,
                                      OUT hold_seconds_count bigint)
 RETURNS record
-LANGUAGE c VOLATILE STRICT PARALLEL SAFE
+LANGUAGE c VOLATILE PARALLEL SAFE  -- so that lease.metrics may scan lease.leases in parallel
 AS 'MODULE_PATHNAME', 'lease_metric_figures';
 
 COMMENT ON FUNCTION lease.metric_figures() IS

@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(137);
+SELECT plan(138);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -122,8 +122,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 37,
-    'no overloads: exactly thirty-seven functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 38,
+    'no overloads: exactly thirty-eight functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
@@ -197,9 +197,15 @@ SELECT volatility_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'volatil
 SELECT volatility_is('lease', 'lease_revoke', ARRAY['text'], 'volatile');
 SELECT volatility_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'volatile');
 SELECT volatility_is('lease', 'fence_trigger', ARRAY[]::text[], 'volatile');
+-- But lease.metric_figures(), which only reads shared memory: an unsafe
+-- function would keep lease.metrics from counting held leases with parallel
+-- workers (docs/monitoring.md).
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
-    'every lease function is PARALLEL UNSAFE')
-  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u';
+    'every lease function but metric_figures is PARALLEL UNSAFE')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u'
+                   AND p.oid <> 'lease.metric_figures()'::regprocedure;
+SELECT is(p.proparallel, 's', 'lease.metric_figures() is PARALLEL SAFE')
+  FROM pg_proc p WHERE p.oid = 'lease.metric_figures()'::regprocedure;
 
 -- Non-STRICT: a NULL argument must raise 22004, not quietly return NULL.
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
