@@ -40,8 +40,13 @@
 # checks); no fence rejection count (the fence check); lease_sessions_live
 # from every session row (the session close check); pg_lease top without its
 # SIGINT handler (exit 130) or without the redraw sequence (the terminal
-# check). Dropping "owner IS NOT NULL" from lease_held is not caught: a free
-# row's expiry is never in the future, so the condition only spares work.
+# check); every observation in the wait histogram (the hold checks, the
+# cumulative check); lease.metric_figures() reading the first slot whatever
+# the database (the other database's checks); buckets served as they are
+# counted, not cumulative (the cumulative check). Dropping "owner IS NOT
+# NULL" from lease_held is not caught: a free row's expiry is never in the
+# future, so the condition only spares work. Not covered: a dropped
+# database's slot going to another database (it takes 64 databases).
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
