@@ -106,17 +106,19 @@ DatabaseFigures* my_figures()
         return mine;
     // Databases that are gone, looked up before taking the spinlock (a
     // catalog lookup may fail or take long).
-    bool gone[database_slots];
+    Oid gone[database_slots];
     for (int i = 0; i < database_slots; ++i) {
         const Oid database = pg_atomic_read_u32(&figures->databases[i].database);
-        gone[i] = database != InvalidOid && !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+        const bool exists = database == InvalidOid || SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(database));
+        gone[i] = exists ? InvalidOid : database;
     }
     SpinLockAcquire(&figures->claim);
     mine = find_slot(figures, MyDatabaseId);
     if (mine == nullptr)
         mine = find_slot(figures, InvalidOid);
+    // A slot whose database was gone, unless another backend took it meanwhile.
     for (int i = 0; i < database_slots && mine == nullptr; ++i)
-        if (gone[i])
+        if (gone[i] != InvalidOid && pg_atomic_read_u32(&figures->databases[i].database) == gone[i])
             mine = &figures->databases[i];
     if (mine != nullptr && pg_atomic_read_u32(&mine->database) != MyDatabaseId)
         take_slot(mine);
