@@ -147,7 +147,8 @@ moved() {
 # (the histograms' sums are kept in milliseconds).
 moved_about() {
     local name=$1 delta=$2
-    local before=${BEFORE[$name{datname=\"$DB\",server=\"$PGHOST:$PGPORT\"}]:-} now
+    local series="$name{datname=\"$DB\",server=\"$PGHOST:$PGPORT\"}"
+    local before=${BEFORE[$series]:-} now
     now=$(m "$name")
     [ -n "$before" ] && [ -n "$now" ] &&
         awk -v a="$now" -v b="$before" -v d="$delta" 'BEGIN { x = a - b - d; exit !(x < 0.0011 && x > -0.0011) }'
@@ -502,7 +503,7 @@ diag=""
 python3 -m json.tool monitoring/grafana-dashboard.json >/dev/null || diag+="the dashboard is not JSON"$'\n'
 for name in $(grep -ohE 'lease_[a-z_]+' monitoring/alerts.yaml monitoring/grafana-dashboard.json | sort -u); do
     # A dashboard query writes counters as lease_<event>_total and histograms by their series.
-    grep -qE "^(# TYPE )?$name[ {]" "$WORK/metrics" || diag+="$name is not served"$'\n'
+    grep -qE "^(# TYPE )?${name}[ {]" "$WORK/metrics" || diag+="$name is not served"$'\n'
 done
 [ -z "$diag" ]
 report $? "every metric that monitoring/alerts.yaml and the dashboard name is served" "$diag"
