@@ -25,6 +25,7 @@ enum class Command {
     leader,
     waiters,
     set_value,
+    top,
     help,
     version,
 };
@@ -52,7 +53,9 @@ struct Options {
     std::optional<std::string> owner;       // run, acquire
     bool bind = false;                      // run: hold the lease in a connection-bound session
     std::optional<std::string> prefix;      // watch: only names that start with it
-    std::optional<std::int64_t> limit;      // history: only the newest this many
+    std::optional<std::int64_t> limit;      // history: only the newest this many; top: rows per table
+    bool once = false;                      // top: one frame, then exit
+    std::optional<Milliseconds> interval;   // top: between frames (and the two samples of --once)
     bool json = false;
     std::vector<std::string> command_line;  // run
     std::optional<std::string> idempotency_key;  // run

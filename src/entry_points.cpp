@@ -10,7 +10,9 @@
 #include "holders.hpp"
 #include "idempotency.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "pools.hpp"
+#include "shared_memory.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
@@ -198,6 +200,7 @@ Datum release(FunctionCallInfo fcinfo)
         PG_RETURN_BOOL(keep_share_lock_if(false, &tag));
     lease::record_event(lease::Event::released, name, token, lease.owner, lease.session, lease.role);
     lease::count_event(lease::Counter::releases);
+    lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     if (lease.session != 0)
         lease::forget_pool_holder(name);
@@ -234,6 +237,8 @@ Datum revoke(FunctionCallInfo fcinfo)
     if (lease.session != 0)
         lease::forget_pool_holder(name);
     lease::count_event(lease::Counter::revokes);
+    if (lease.owner != nullptr)
+        lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     lease::make_tokens_durable();
     ForceSyncCommit();
@@ -309,6 +314,7 @@ Datum expire_due(FunctionCallInfo)
             continue;
         }
         lease::record_event(lease::Event::expired, names[i], lease.token, lease.owner, lease.session, lease.role);
+        lease::observe_hold(lease, now);
         if (lease.session != 0)
             lease::forget_pool_holder(names[i]);
         ++reported;
@@ -604,6 +610,11 @@ Datum waiting(FunctionCallInfo fcinfo)
     return lease::waiter_registry_rows(fcinfo);
 }
 
+Datum metric_figures(FunctionCallInfo fcinfo)
+{
+    return lease::metric_figures(fcinfo);
+}
+
 // lease.allow / lease.disallow: not granted to PUBLIC. Every backend reloads
 // the rules once the change commits.
 const text* prefix_arg(FunctionCallInfo fcinfo, int argno)
@@ -700,6 +711,7 @@ LEASE_WRITING_ENTRY(lease_session_acquire_all, session_acquire_all, "lease.sessi
 LEASE_WRITING_ENTRY(lease_set_value, set_value, "lease.lease_set_value()")
 LEASE_ENTRY(lease_leader, leader)
 LEASE_ENTRY(lease_waiting, waiting)
+LEASE_ENTRY(lease_metric_figures, metric_figures)
 
 void _PG_init(void)
 {
@@ -710,7 +722,7 @@ void _PG_init(void)
     lease::initialize_sessions();
     lease::initialize_events();
     lease::initialize_idempotency();
-    lease::initialize_waiter_registry();
+    lease::reserve_shared_areas();
     MarkGUCPrefixReserved("lease");
 }
 

@@ -5,6 +5,7 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
@@ -447,8 +448,9 @@ bool acquire(const Want& want, int64 wait, bool nonatomic)
     require_sessions_catalog("waiting for a lease");
 
     const TimestampTz start = GetCurrentTimestamp();
-    count_event(Counter::waits);
+    metrics_wait_begins();
     const bool granted = wait_in_line(want, expiry_after(start, wait), lock_timeout_deadline(start), nonatomic);
+    metrics_wait_ends();
     if (!granted)
         count_event(Counter::denials);
     return granted;
@@ -484,6 +486,7 @@ int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& leas
         // this is where its end is reported, unless lease.expire_due() did.
         record_event(Event::expired, request.name, lease.token, lease.owner, lease.session, lease.role);
         count_event(Counter::takeovers);
+        observe_hold(lease, now);
     }
     forget_passed_fence_checks();
     const TimestampTz expires_at = request.session != 0 ? DT_NOEND : expiry_after(now, request.ttl_microseconds);

@@ -24,6 +24,7 @@ LeaseState read_latest(const text* name)
         state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
         state.owner = copy_text_attribute(row, leases_column_owner, desc);
         state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
+        state.acquired_at = DatumGetTimestampTz(heap_getattr(row, leases_column_acquired_at, desc, &isnull));
         if (desc->natts >= leases_column_session) {
             const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
             state.role = isnull ? InvalidOid : DatumGetObjectId(role);

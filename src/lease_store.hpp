@@ -36,6 +36,7 @@ struct LeaseState {
     TimestampTz expires_at;
     Oid role;       // InvalidOid: recorded before 1.2
     int64 session;  // 0: not a session lease
+    TimestampTz acquired_at;  // when the current (or last) grant was made
 };
 
 // Reads the latest committed state of one lease (plus this transaction's own
