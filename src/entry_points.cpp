@@ -163,6 +163,7 @@ Datum heartbeat(FunctionCallInfo fcinfo)
         (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
 
     const LOCKTAG tag = share_fence_lock(name);
+    lease::commit_lease_change(lease::LeaseChange::heartbeat_or_release);
     const TimestampTz now = GetCurrentTimestamp();
     const TimestampTz explicit_expires_at = ttl_argument != nullptr ? lease::expiry_after(now, ttl) : 0;
     if (lease::store_heartbeat(name, token, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr,
@@ -191,6 +192,7 @@ Datum release(FunctionCallInfo fcinfo)
 
     const LOCKTAG tag = share_fence_lock(name);
     lease::forget_passed_fence_checks();
+    lease::commit_lease_change(lease::LeaseChange::heartbeat_or_release);
     const TimestampTz now = GetCurrentTimestamp();
     const lease::LeaseState lease = lease::read_latest(name);
     if (lease::may_have_holders(lease) && lease::catalog_has_holders())

@@ -307,7 +307,7 @@ int64 write_holder(const GrantRequest& request, HolderMode mode, int32 permits, 
                                            checked.now, expires_at, GetUserId(), request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
-    ForceSyncCommit();
+    commit_lease_change(LeaseChange::grant);
     make_tokens_durable();
     return token;
 }
@@ -495,8 +495,9 @@ int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& leas
                     request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
-    // A grant must outlive a crash even with synchronous_commit = off.
-    ForceSyncCommit();
+    // A grant outlives a crash even with synchronous_commit = off, unless
+    // lease.synchronous_commit is off.
+    commit_lease_change(LeaseChange::grant);
     return token;
 }
 
