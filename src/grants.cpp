@@ -426,7 +426,7 @@ bool wait_in_line(const Want& want, TimestampTz deadline, TimestampTz lock_deadl
                 set_session_watch_locktag(&watch, attempt.holder_session);
                 (void) LockAcquire(&watch, ShareLock, false, true);
             }
-            sleep_until(std::min({attempt.holder_expiry, deadline, next_client_check(now)}), lock_deadline);
+            sleep_until(attempt.holder_expiry < deadline ? attempt.holder_expiry : deadline, lock_deadline);
             if (attempt.holder_session != 0)
                 LockRelease(&watch, ShareLock, false);
         }

@@ -59,7 +59,6 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "utils/timeout.h"
 #include "utils/wait_event.h"
 #include "port/atomics.h"
 #include "storage/shmem.h"

@@ -18,10 +18,6 @@ struct PendingWakeups {
 
 PendingWakeups pending_wakeups;
 
-// lease.wait_connection_check_interval, in milliseconds: how often a waiter
-// checks its client connection while it waits.
-int wait_connection_check_interval = 1000;
-
 // Whether this transaction's commit checks the client first.
 bool client_check_at_commit = false;
 
@@ -38,7 +34,16 @@ bool client_gone()
            !pq_check_connection();
 }
 
-void end_if_client_gone(const char* detail);
+// Ends the backend, as ProcessInterrupts() does once it finds the client
+// gone, when it has.
+void end_if_client_gone(const char* detail)
+{
+    if (!client_gone())
+        return;
+    // Nobody is left to read an answer (postgres.c does the same).
+    whereToSendOutput = DestNone;
+    ereport(FATAL, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("connection to client lost"), errdetail("%s", detail)));
+}
 
 void wake_at_commit(XactEvent event, void*)
 {
@@ -140,19 +145,6 @@ TimestampTz lock_timeout_deadline(TimestampTz start)
     return LockTimeout > 0 ? start + static_cast<int64>(LockTimeout) * 1000 : 0;
 }
 
-namespace {
-
-void end_if_client_gone(const char* detail)
-{
-    if (!client_gone())
-        return;
-    // Nobody is left to read an answer (postgres.c does the same).
-    whereToSendOutput = DestNone;
-    ereport(FATAL, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("connection to client lost"), errdetail("%s", detail)));
-}
-
-}  // namespace
-
 void leave_if_client_gone()
 {
     end_if_client_gone("The client of a backend waiting for a lease went away: it leaves the line without a grant.");
@@ -163,40 +155,7 @@ void check_client_at_commit()
     client_check_at_commit = true;
 }
 
-TimestampTz next_client_check(TimestampTz now)
-{
-    return wait_connection_check_interval > 0 ? now + static_cast<int64>(wait_connection_check_interval) * 1000
-                                              : DT_NOEND;
-}
-
 namespace {
-
-// While queued in the lock manager, a waiter runs no code of its own: it
-// checks its client through PostgreSQL's client_connection_check_interval,
-// whose timer the lock wait's CHECK_FOR_INTERRUPTS() serves (ending the
-// backend with FATAL "connection to client lost"). In the wait's
-// subtransaction, the setting becomes lease.wait_connection_check_interval
-// when that is shorter (or the setting is off); the subtransaction's end
-// restores it.
-void check_client_while_queued()
-{
-    if (wait_connection_check_interval <= 0 || MyProcPort == nullptr || !WaitEventSetCanReportClosed())
-        return;
-    if (client_connection_check_interval == 0 || wait_connection_check_interval < client_connection_check_interval) {
-        char period[16];
-        snprintf(period, sizeof(period), "%d", wait_connection_check_interval);
-        (void) set_config_option("client_connection_check_interval", period, PGC_USERSET, PGC_S_SESSION,
-                                 GUC_ACTION_SAVE, true, ERROR, false);
-    }
-    enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, client_connection_check_interval);
-}
-
-// After the wait's subtransaction: a timer armed for it alone stops.
-void stop_checking_client()
-{
-    if (client_connection_check_interval == 0 && get_timeout_active(CLIENT_CONNECTION_CHECK_TIMEOUT))
-        disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
-}
 
 // The lock manager's own wait, with lock_timeout's timer set to timeout_ms:
 // false when that ran out. The error is caught in a subtransaction, as
@@ -212,7 +171,6 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
     MemoryContextSwitchTo(caller_context);
     PG_TRY();
     {
-        check_client_while_queued();
         LockTimeout = timeout_ms;
         (void) LockAcquire(tag, mode, session_lock, false);
         LockTimeout = saved_lock_timeout;
@@ -223,7 +181,6 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(caller_context);
         CurrentResourceOwner = caller_owner;
-        stop_checking_client();
         acquired = true;
     }
     PG_CATCH();
@@ -235,7 +192,6 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(caller_context);
         CurrentResourceOwner = caller_owner;
-        stop_checking_client();
         if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
             ReThrowError(error);
         FreeErrorData(error);
@@ -296,12 +252,6 @@ void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline)
 
 void initialize_waiting()
 {
-    DefineCustomIntVariable("lease.wait_connection_check_interval",
-                            "How often a waiter checks its client connection while it waits.",
-                            "A waiter whose client has gone leaves the line without a grant; 0 checks only when it "
-                            "wakes to try for the grant.",
-                            &wait_connection_check_interval, 1000, 0, INT_MAX, PGC_USERSET, GUC_UNIT_MS, nullptr,
-                            nullptr, nullptr);
     RegisterXactCallback(wake_at_commit, nullptr);
 }
 

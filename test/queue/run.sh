@@ -6,15 +6,17 @@
 # it got; the test kills some with SIGKILL while they are queued:
 #   1. 100 FIFO waiters on one lease (lease_acquire with a wait), 50 killed at
 #      random: half of them (always with the head of the line, asleep on its
-#      latch; the others queued in the lock manager), then 1.5 s later (one
-#      lease.wait_connection_check_interval and a half) the other half just as
-#      the holder releases. The first half have left lease.waiters by then; no killed waiter is granted
+#      latch; the others queued in the lock manager), then 1.5 s later the
+#      other half just as the holder releases. No killed waiter is granted
 #      (lease.history has no `acquired` of its owner); every survivor is, in
 #      the order they arrived; all are served well within a grant's TTL (no
-#      dead grant's TTL stall).
-#   2. the same, 20 waiters and 10 killed, for the procedure form (CALL
-#      lease.acquire_wait), permits of a semaphore, shared grants and
-#      lease_acquire_all of two names.
+#      dead grant's TTL stall). With the default settings a killed waiter is
+#      found out when its turn comes; the round runs again with the waiters'
+#      client_connection_check_interval = 1s, where the first half have also
+#      left lease.waiters 1.5 s after they were killed.
+#   2. the same as the first round, 20 waiters and 10 killed, for the
+#      procedure form (CALL lease.acquire_wait), permits of a semaphore, shared
+#      grants and lease_acquire_all of two names.
 #   3. a grant that races the client's death: a waiter granted in an explicit
 #      transaction whose client dies before its COMMIT runs (the COMMIT is in
 #      the same query string) rolls back: no `acquired` in lease.history.
@@ -23,13 +25,13 @@
 #      keepalives, and its waiter is granted when its turn comes; a proxy that
 #      drops its server connection without FIN or RST (TCP repair mode, as
 #      root) is detected through the server's keepalive probe
-#      (tcp_keepalives_idle = 1 s): its waiter leaves the line, and the time
-#      it took is printed.
+#      (tcp_keepalives_idle = 1 s, client_connection_check_interval = 1s): its
+#      waiter leaves the line, and the time it took is printed.
 #
-# LEASE_QUEUE_FULL=1 runs case 1 for five rounds and case 2 with 100 waiters
-# (50 killed) each. Prints TAP-style "ok N - ..." lines and "queue: P passed,
-# F failed"; exits non-zero on any failure. About 45 s (full: about 3 min).
-# Run from anywhere: bash test/queue/run.sh
+# LEASE_QUEUE_FULL=1 runs each round of case 1 five times and case 2 with 100
+# waiters (50 killed) each. Prints TAP-style "ok N - ..." lines and "queue: P
+# passed, F failed"; exits non-zero on any failure. About 60 s (full: about
+# 4 min). Run from anywhere: bash test/queue/run.sh
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -84,7 +86,8 @@ start_waiter() {
     printf '%s\n\\echo granted\n%s\n' "$acquire" "$release" >"$WORK/$owner.sql"
     # Started from a subshell, so that this shell does not report the kills.
     WAITER_PID=$(
-        psql -X -q -A -t -v ON_ERROR_STOP=1 -v name="$name" -v owner="$owner" -f "$WORK/$owner.sql" \
+        PGOPTIONS="-c client_connection_check_interval=$CHECK_INTERVAL" \
+            psql -X -q -A -t -v ON_ERROR_STOP=1 -v name="$name" -v owner="$owner" -f "$WORK/$owner.sql" \
             >"$WORK/$owner.out" 2>&1 &
         echo $!
     )
@@ -126,17 +129,18 @@ block() {
 # SIGKILL (half, then the rest 1.5 s later as the blocker lets go); the
 # checks of cases 1 and 2. Sets SERVED_MS: from the release to the last grant.
 queue_round() {
-    local kind=$1 name=$2 waiters=$3 killed=$4 what="$1 round $5"
-    local owners=() pids=() i
+    local kind=$1 name=$2 waiters=$3 killed=$4 what="$1 round $5 (client_connection_check_interval $CHECK_INTERVAL)"
+    local owners=() pids=() i tag="$1-c$CHECK_INTERVAL-r$5"
+    SERVED_MS=-1
     local unblock
     unblock=$(block "$kind" "$name")
     local line=${name%%,*}
     for ((i = 0; i < waiters; i++)); do
-        start_waiter "$kind" "$name" "$kind-r$5-w$i"
-        owners+=("$kind-r$5-w$i")
+        start_waiter "$kind" "$name" "$tag-w$i"
+        owners+=("$tag-w$i")
         pids+=("$WAITER_PID")
-        if ! wait_until 20 queued "$line" $((i + 1)); then
-            report 1 "$what: $waiters waiters line up" "waiter $i did not appear in lease.waiters: $(cat "$WORK/$kind-r$5-w$i.out")"
+        if ! poll_until 20 queued "$line" $((i + 1)); then
+            report 1 "$what: $waiters waiters line up" "waiter $i did not appear in lease.waiters: $(cat "$WORK/$tag-w$i.out")"
             sql -c "$unblock" >/dev/null
             return
         fi
@@ -156,11 +160,13 @@ queue_round() {
     done
     for i in "${first[@]}"; do kill -KILL "${pids[$i]}"; done
     sleep 1.5
-    local left
-    left=$(sql -c "SELECT count(*) FROM lease.waiters WHERE name = '$line'")
-    report "$([ "$left" = $((waiters - ${#first[@]})) ] && echo 0 || echo 1)" \
-        "$what: the ${#first[@]} waiters killed while queued have left the line 1.5 s later" \
-        "lease.waiters lists $left, not $((waiters - ${#first[@]}))"
+    if [ "$CHECK_INTERVAL" != 0 ]; then
+        local left
+        left=$(sql -c "SELECT count(*) FROM lease.waiters WHERE name = '$line'")
+        report "$([ "$left" = $((waiters - ${#first[@]})) ] && echo 0 || echo 1)" \
+            "$what: the ${#first[@]} waiters killed while queued have left the line 1.5 s later" \
+            "lease.waiters lists $left, not $((waiters - ${#first[@]}))"
+    fi
     for i in "${second[@]}"; do kill -KILL "${pids[$i]}"; done
     local released_ms
     released_ms=$(now_ms)
@@ -179,11 +185,11 @@ queue_round() {
     fi
     local granted dead_granted last_ms
     granted=$(sql -c "SELECT string_agg(owner, ' ' ORDER BY token) FROM lease.history
-                       WHERE event = 'acquired' AND name = '$line' AND owner LIKE '$kind-r$5-w%'")
+                       WHERE event = 'acquired' AND name = '$line' AND owner LIKE '$tag-w%'")
     dead_granted=$(sql -c "SELECT count(*) FROM lease.history WHERE event = 'acquired'
                              AND owner = ANY (string_to_array('${dead[*]}', ' '))")
     last_ms=$(sql -c "SELECT (extract(epoch FROM max(at)) * 1000)::bigint FROM lease.history
-                       WHERE event = 'acquired' AND owner LIKE '$kind-r$5-w%'")
+                       WHERE event = 'acquired' AND owner LIKE '$tag-w%'")
     SERVED_MS=$((last_ms - released_ms))
     report "$([ "$dead_granted" = 0 ] && echo 0 || echo 1)" "$what: none of the $killed killed waiters is granted" \
         "$dead_granted killed waiters have an acquired event"
@@ -196,12 +202,15 @@ expected:  ${survivors[*]}"
 }
 
 # ---------------------------------------------------------------- case 1
-served=()
-for ((round = 1; round <= ROUNDS; round++)); do
-    queue_round lease q "100" 50 "$round"
-    served+=("$SERVED_MS")
+for CHECK_INTERVAL in 0 1s; do
+    served=()
+    for ((round = 1; round <= ROUNDS; round++)); do
+        queue_round lease "q$CHECK_INTERVAL" 100 50 "$round"
+        served+=("$SERVED_MS")
+    done
+    echo "# case 1, client_connection_check_interval = $CHECK_INTERVAL: 100 waiters, 50 killed: survivors served in ${served[*]} ms"
 done
-echo "# case 1: 100 waiters, 50 killed: survivors served in ${served[*]} ms"
+CHECK_INTERVAL=0
 
 # ---------------------------------------------------------------- case 2
 for kind in procedure semaphore shared all; do
@@ -247,7 +256,7 @@ start_proxy() {
 
 start_proxy
 wait_until 10 grep -q listening "$WORK/proxy.log"
-keepalives="-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+keepalives="-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 -c client_connection_check_interval=1s"
 
 # proxied_waiter OWNER: a waiter for qh through the proxy (TCP), with keepalives.
 proxied_waiter() {
@@ -280,7 +289,7 @@ dropped_ms=$(now_ms)
 kill -USR2 "$proxy"
 if wait_until 20 queued qh 0; then
     gone_ms=$(($(now_ms) - dropped_ms))
-    report 0 "a waiter whose connection was dropped without FIN or RST leaves the line in $gone_ms ms (keepalive idle 1 s)"
+    report 0 "a waiter whose connection was dropped without FIN or RST leaves the line in $gone_ms ms (keepalive idle 1 s, check interval 1 s)"
 else
     report 1 "a waiter whose connection was dropped without FIN or RST leaves the line" \
         "still queued 20 s later; proxy: $(cat "$WORK/proxy.log")"
