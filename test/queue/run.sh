@@ -168,7 +168,8 @@ queue_round() {
             "lease.waiters lists $left, not $((waiters - ${#first[@]}))"
     fi
     for i in "${second[@]}"; do kill -KILL "${pids[$i]}"; done
-    local released_ms
+    local released_ms grants_before
+    grants_before=$(sql -c "SELECT grants FROM lease.stats")
     released_ms=$(now_ms)
     sql -c "$unblock" >/dev/null
 
@@ -181,7 +182,7 @@ queue_round() {
     done
     if ! wait_until $((TTL_SECONDS * 2)) all_exited "${survivor_pids[@]}"; then
         report 1 "$what: every survivor is served" "some survivors still wait after $((TTL_SECONDS * 2)) s"
-        return
+        for i in "${survivor_pids[@]}"; do kill -KILL "$i" 2>/dev/null; done
     fi
     local granted dead_granted last_ms
     granted=$(sql -c "SELECT string_agg(owner, ' ' ORDER BY token) FROM lease.history
@@ -190,14 +191,22 @@ queue_round() {
                              AND owner = ANY (string_to_array('${dead[*]}', ' '))")
     last_ms=$(sql -c "SELECT (extract(epoch FROM max(at)) * 1000)::bigint FROM lease.history
                        WHERE event = 'acquired' AND owner LIKE '$tag-w%'")
-    SERVED_MS=$((last_ms - released_ms))
+    [ -n "$last_ms" ] && SERVED_MS=$((last_ms - released_ms))
     report "$([ "$dead_granted" = 0 ] && echo 0 || echo 1)" "$what: none of the $killed killed waiters is granted" \
         "$dead_granted killed waiters have an acquired event"
+    # lease.stats counts every grant written, committed or not (sequences):
+    # a killed waiter's grant that rolled back would show here.
+    local grants_written names_each=1
+    [ "$kind" = all ] && names_each=2
+    grants_written=$(($(sql -c "SELECT grants FROM lease.stats") - grants_before))
+    report "$([ "$grants_written" = $(((waiters - killed) * names_each)) ] && echo 0 || echo 1)" \
+        "$what: no grant is even written for a killed waiter ($grants_written grants counted)" \
+        "lease.stats.grants grew by $grants_written, not $(((waiters - killed) * names_each))"
     report "$([ "$granted" = "${survivors[*]}" ] && echo 0 || echo 1)" \
         "$what: all $((waiters - killed)) survivors are granted, in arrival order" \
         "granted:   $granted
 expected:  ${survivors[*]}"
-    report "$([ "$SERVED_MS" -lt $((TTL_SECONDS * 1000 / 3)) ] && echo 0 || echo 1)" \
+    report "$([ "$SERVED_MS" -ge 0 ] && [ "$SERVED_MS" -lt $((TTL_SECONDS * 1000 / 3)) ] && echo 0 || echo 1)" \
         "$what: the survivors are served in ${SERVED_MS} ms, no dead grant's TTL (${TTL_SECONDS} s) stall"
 }
 
