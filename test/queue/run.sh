@@ -11,9 +11,9 @@
 #      (lease.history has no `acquired` of its owner); every survivor is, in
 #      the order they arrived; all are served well within a grant's TTL (no
 #      dead grant's TTL stall). With the default settings a killed waiter is
-#      found out when its turn comes; the round runs again with the waiters'
-#      client_connection_check_interval = 1s, where the first half have also
-#      left lease.waiters 1.5 s after they were killed.
+#      found out when its turn comes; the round runs again (40 waiters, 20
+#      killed) with the waiters' client_connection_check_interval = 1s, where
+#      the first half have also left lease.waiters 1.5 s after they were killed.
 #   2. the same as the first round, 20 waiters and 10 killed, for the
 #      procedure form (CALL lease.acquire_wait), permits of a semaphore, shared
 #      grants and lease_acquire_all of two names.
@@ -28,10 +28,11 @@
 #      (tcp_keepalives_idle = 1 s, client_connection_check_interval = 1s): its
 #      waiter leaves the line, and the time it took is printed.
 #
-# LEASE_QUEUE_FULL=1 runs each round of case 1 five times and case 2 with 100
-# waiters (50 killed) each. Prints TAP-style "ok N - ..." lines and "queue: P
-# passed, F failed"; exits non-zero on any failure. About 60 s (full: about
-# 4 min). Run from anywhere: bash test/queue/run.sh
+# LEASE_QUEUE_FULL=1 runs each round of case 1 five times, all with 100
+# waiters (50 killed), and case 2 with 100 waiters (50 killed) each. Prints
+# TAP-style "ok N - ..." lines and "queue: P passed, F failed"; exits non-zero
+# on any failure. About 75 s (full: about 4.5 min). Run from anywhere:
+# bash test/queue/run.sh
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -42,9 +43,9 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54388}
 PROXY_PORT=$((LEASE_TEST_PORT + 1))
 FULL=${LEASE_QUEUE_FULL:-0}
 if [ "$FULL" = 1 ]; then
-    ROUNDS=5 KIND_WAITERS=100
+    ROUNDS=5 CHECKED_WAITERS=100 KIND_WAITERS=100
 else
-    ROUNDS=1 KIND_WAITERS=20
+    ROUNDS=1 CHECKED_WAITERS=40 KIND_WAITERS=20
 fi
 TTL_SECONDS=30 # of every waiter's grant: a dead grant would stall its line this long
 WORK=$(mktemp -d /tmp/lease-queue-test.XXXXXX)
@@ -212,12 +213,13 @@ expected:  ${survivors[*]}"
 
 # ---------------------------------------------------------------- case 1
 for CHECK_INTERVAL in 0 1s; do
+    line_length=$([ "$CHECK_INTERVAL" = 0 ] && echo 100 || echo "$CHECKED_WAITERS")
     served=()
     for ((round = 1; round <= ROUNDS; round++)); do
-        queue_round lease "q$CHECK_INTERVAL" 100 50 "$round"
+        queue_round lease "q$CHECK_INTERVAL" "$line_length" $((line_length / 2)) "$round"
         served+=("$SERVED_MS")
     done
-    echo "# case 1, client_connection_check_interval = $CHECK_INTERVAL: 100 waiters, 50 killed: survivors served in ${served[*]} ms"
+    echo "# case 1, client_connection_check_interval = $CHECK_INTERVAL: $line_length waiters, $((line_length / 2)) killed: survivors served in ${served[*]} ms"
 done
 CHECK_INTERVAL=0
 
