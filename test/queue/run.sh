@@ -8,7 +8,9 @@
 #      random: half of them (always with the head of the line, asleep on its
 #      latch; the others queued in the lock manager), then 1.5 s later the
 #      other half just as the holder releases. No killed waiter is granted
-#      (lease.history has no `acquired` of its owner); every survivor is, in
+#      (lease.history has no `acquired` of its owner), nor is a grant even
+#      written for one (lease.stats counts only the survivors' grants: a grant
+#      that rolled back at its commit would count too); every survivor is, in
 #      the order they arrived; all are served well within a grant's TTL (no
 #      dead grant's TTL stall). With the default settings a killed waiter is
 #      found out when its turn comes; the round runs again (40 waiters, 20
