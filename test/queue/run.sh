@@ -18,7 +18,7 @@
 #      the first half have also left lease.waiters 1.5 s after they were killed.
 #   2. the same as the first round, 20 waiters and 10 killed, for the
 #      procedure form (CALL lease.acquire_wait), permits of a semaphore, shared
-#      grants and lease_acquire_all of two names.
+#      grants, lease_acquire_all of two names and session_acquire.
 #   3. a grant that races the client's death: a waiter granted in an explicit
 #      transaction whose client dies before its COMMIT runs (the COMMIT is in
 #      the same query string) rolls back: no `acquired` in lease.history.
@@ -33,7 +33,7 @@
 # LEASE_QUEUE_FULL=1 runs each round of case 1 five times, all with 100
 # waiters (50 killed), and case 2 with 100 waiters (50 killed) each. Prints
 # TAP-style "ok N - ..." lines and "queue: P passed, F failed"; exits non-zero
-# on any failure. About 75 s (full: about 4.5 min). Run from anywhere:
+# on any failure. About 75 s on an idle 2-core machine (full: about 5 min). Run from anywhere:
 # bash test/queue/run.sh
 set -u
 
@@ -72,7 +72,8 @@ if ! sql -c "ALTER SYSTEM SET max_connections = 160" >"$WORK/setup.log" 2>&1 ||
 fi
 
 # start_waiter KIND NAME OWNER: a psql process that waits for NAME as KIND
-# (lease, procedure, semaphore, shared, all: NAME is then "a,b"), prints
+# (lease, procedure, semaphore, shared, all: NAME is then "a,b", session: a
+# session of its own, closed to release), prints
 # "granted", releases what it got, and exits; its pid is in WAITER_PID.
 start_waiter() {
     local kind=$1 name=$2 owner=$3 acquire release="SELECT lease.lease_release(:'name', :token);"
@@ -81,6 +82,11 @@ start_waiter() {
     procedure) acquire="CALL lease.acquire_wait(:'name', :'owner', '$TTL_SECONDS s', '5 min') \\gset" ;;
     semaphore) acquire="SELECT lease.semaphore_acquire(:'name', :'owner', 2, '$TTL_SECONDS s', '5 min') AS token \\gset" ;;
     shared) acquire="SELECT lease.lease_acquire_shared(:'name', :'owner', '$TTL_SECONDS s', '5 min') AS token \\gset" ;;
+    session)
+        acquire="SELECT lease.session_open(:'owner', '$TTL_SECONDS s') AS session \\gset
+SELECT lease.session_acquire(:session, :'name', '5 min') AS token \\gset"
+        release="SELECT lease.session_close(:session);"
+        ;;
     all)
         acquire="SELECT lease.lease_acquire_all(string_to_array(:'name', ','), :'owner', '$TTL_SECONDS s', '5 min') AS tokens \\gset"
         release="SELECT lease.lease_release(n, t) FROM unnest(string_to_array(:'name', ','), :'tokens'::bigint[]) AS g(n, t);"
@@ -114,7 +120,7 @@ all_exited() {
 # SQL that lets go of it.
 block() {
     case $1 in
-    lease | procedure | shared)
+    lease | procedure | shared | session)
         echo "SELECT lease.lease_release('$2', $(sql -c "SELECT lease.lease_acquire('$2', 'blocker', '1 hour')"))" ;;
     semaphore)
         local a b
@@ -226,7 +232,7 @@ done
 CHECK_INTERVAL=0
 
 # ---------------------------------------------------------------- case 2
-for kind in procedure semaphore shared all; do
+for kind in procedure semaphore shared all session; do
     case $kind in all) name="qa,qb" ;; *) name="q$kind" ;; esac
     queue_round "$kind" "$name" "$KIND_WAITERS" $((KIND_WAITERS / 2)) 1
     echo "# case 2: $kind, $KIND_WAITERS waiters, $((KIND_WAITERS / 2)) killed: survivors served in $SERVED_MS ms"
