@@ -33,8 +33,8 @@
 # LEASE_QUEUE_FULL=1 runs each round of case 1 five times, all with 100
 # waiters (50 killed), and case 2 with 100 waiters (50 killed) each. Prints
 # TAP-style "ok N - ..." lines and "queue: P passed, F failed"; exits non-zero
-# on any failure. About 75 s on an idle 2-core machine (full: about 5 min). Run from anywhere:
-# bash test/queue/run.sh
+# on any failure. About 75 s on an idle 2-core machine (full: about 5 min).
+# Run from anywhere: bash test/queue/run.sh
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
