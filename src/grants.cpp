@@ -396,8 +396,14 @@ bool wait_in_line(const Want& want, TimestampTz deadline, TimestampTz lock_deadl
         while (in_line < want.count && lock_until(&lines[in_line], ExclusiveLock, deadline, lock_deadline))
             in_line = in_line + 1;
         while (in_line == want.count) {
+            // A waiter whose client has gone is never granted: it leaves here,
+            // and its exit hands its turn to the next in line.
+            leave_if_client_gone();
             const Attempt attempt = try_grant(want, true);
             if (attempt.granted) {
+                // The client may still go before the grant commits: then
+                // the grant rolls back, for nobody is left to use it.
+                check_client_at_commit();
                 granted = true;
                 break;
             }

@@ -42,6 +42,7 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/sinval.h"
 #include "storage/sinvaladt.h"
+#include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -64,4 +65,8 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "storage/lwlock.h"
+
+// From libpq/libpq.h, which cannot be included without the GSSAPI headers
+// (libpq-be.h includes them when the server was built with GSSAPI).
+extern bool pq_check_connection(void);
 }

@@ -18,8 +18,42 @@ struct PendingWakeups {
 
 PendingWakeups pending_wakeups;
 
+// Whether this transaction's commit checks the client first.
+bool client_check_at_commit = false;
+
+// Whether the client connection has closed, been reset, or failed (a
+// half-open connection only fails once TCP keepalives or tcp_user_timeout
+// give up on it). pq_check_connection() polls the socket without reading
+// it; it resets the latch, so a caller reads the state it waits on after
+// the check, never before.
+bool client_gone()
+{
+    if (ClientConnectionLost)
+        return true;
+    return MyProcPort != nullptr && whereToSendOutput == DestRemote && WaitEventSetCanReportClosed() &&
+           !pq_check_connection();
+}
+
+// Ends the backend, as ProcessInterrupts() does once it finds the client
+// gone, when it has.
+void end_if_client_gone(const char* detail)
+{
+    if (!client_gone())
+        return;
+    // Nobody is left to read an answer (postgres.c does the same).
+    whereToSendOutput = DestNone;
+    ereport(FATAL, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("connection to client lost"), errdetail("%s", detail)));
+}
+
 void wake_at_commit(XactEvent event, void*)
 {
+    if (event == XACT_EVENT_PRE_COMMIT && client_check_at_commit) {
+        client_check_at_commit = false;
+        end_if_client_gone("The client of a backend granted a lease after a wait went away before the grant "
+                           "committed: it rolls back.");
+    }
+    if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE)
+        client_check_at_commit = false;
     if (event == XACT_EVENT_COMMIT) {
         for (int i = 0; i < pending_wakeups.count; ++i)
             wake_lock_holders(&pending_wakeups.tags[i]);
@@ -109,6 +143,16 @@ void wake_lock_holders(const LOCKTAG* tag)
 TimestampTz lock_timeout_deadline(TimestampTz start)
 {
     return LockTimeout > 0 ? start + static_cast<int64>(LockTimeout) * 1000 : 0;
+}
+
+void leave_if_client_gone()
+{
+    end_if_client_gone("The client of a backend waiting for a lease went away: it leaves the line without a grant.");
+}
+
+void check_client_at_commit()
+{
+    client_check_at_commit = true;
 }
 
 namespace {

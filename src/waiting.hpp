@@ -39,6 +39,20 @@ void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline);
 // The end of a wait that lock_timeout (in force now) puts at start + lock_timeout; 0 for none.
 TimestampTz lock_timeout_deadline(TimestampTz start);
 
+// A waiter whose client has gone leaves at once, without a grant: the
+// backend ends with FATAL "connection to client lost", as PostgreSQL's
+// client_connection_check_interval ends it, and its exit lets go of its place
+// in line. Called before each grant attempt of a waiter: when its turn comes,
+// and each time it wakes at the head of its line. Between those, a waiter
+// checks only when client_connection_check_interval is set (its timer wakes
+// the lock manager's wait and the latch; CHECK_FOR_INTERRUPTS() checks), so
+// an idle waiter costs no CPU by default.
+void leave_if_client_gone();
+
+// Checks the client once more when the current transaction commits (a grant
+// after a wait): if it has gone, the grant rolls back instead.
+void check_client_at_commit();
+
 // From _PG_init.
 void initialize_waiting();
 
