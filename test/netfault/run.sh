@@ -29,6 +29,7 @@
 #              transaction's row never appears, even when the writer sends
 #              COMMIT after the link returns
 #
+# LEASE_NETFAULT_CASES (default "plain helpers bound writers") picks the cases.
 # Short mode (scripts/test): 2 trials per setting. LEASE_NETFAULT_FULL=1 runs
 # LEASE_NETFAULT_TRIALS (default 20) trials per setting. Every trial is a line
 # of LEASE_NETFAULT_LOG (default /tmp/lease-netfault-trials.log, kept). Port
@@ -44,6 +45,8 @@ ROOT=$PWD
 . test/common/suite.sh
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
+# shellcheck source=test/common/readme.sh
+. test/common/readme.sh
 
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-5700}
 PROXY_PORT=$((LEASE_TEST_PORT + 1))
@@ -64,7 +67,11 @@ fail_setup() {
 }
 
 [ "$(id -u)" -eq 0 ] || fail_setup "needs root (network namespaces, veth pairs, iptables)"
-ensure_packages iproute2 iptables python3 python3-psycopg >/dev/null || fail_setup "could not install iproute2 iptables python3 python3-psycopg"
+# Each helper's README installs what it needs besides (install_as_readme).
+packages=(iproute2 iptables python3 python3-psycopg)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+ensure_packages "${packages[@]}" >/dev/null || fail_setup "could not install ${packages[*]}"
 [ -x "$PG_LEASE" ] || fail_setup "no pg_lease in $PGBIN (make install)"
 
 WORK=$(mktemp -d /tmp/lease-netfault.XXXXXX)
@@ -458,9 +465,110 @@ case_writers() {
     replay "$WORK/writer-10.tap"
 }
 
-case_plain
-case_bound
-case_writers
+# -- the client helpers' heartbeat loops ---------------------------------------
+
+# Each helper installed as its README says (test/common/readme.sh), with its
+# holder program of test/netfault/holders; sets HELPER_COMMAND_<lang>.
+install_helpers() {
+    local app=$WORK/python-app
+    install_as_readme clients/python/README.md "$app" >/dev/null 2>&1 &&
+        HELPER_COMMAND_python="$app/venv/bin/python $ROOT/test/netfault/holders/partitioned.py"
+    local gopath=$WORK/home/go gocache
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/netfault"
+    extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
+    cp test/netfault/holders/partitioned.go "$gopath/src/netfault/main.go"
+    gocache=$(go env GOCACHE 2>/dev/null)
+    install_as_readme clients/go/README.md "$WORK/go-app" >/dev/null 2>&1 &&
+        (cd "$gopath/src" && GOCACHE=${gocache:-$WORK/gocache} GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= \
+            go build -o "$WORK/go-partitioned" netfault) >"$WORK/go-build.log" 2>&1 &&
+        HELPER_COMMAND_go="$WORK/go-partitioned"
+    app=$WORK/node-app
+    mkdir -p "$app"
+    (cd "$app" && npm init -y >/dev/null) && install_as_readme clients/node/README.md "$app" >/dev/null 2>&1 &&
+        cp test/netfault/holders/partitioned.js "$app/" && HELPER_COMMAND_node="node $app/partitioned.js"
+    local jar=$WORK/home/pglease/pglease.jar jdbc=/usr/share/java/postgresql.jar
+    install_as_readme clients/java/README.md "$WORK/java-app" >/dev/null 2>&1 &&
+        javac -cp "$jar:$jdbc" -d "$WORK/java-app" test/netfault/holders/Partitioned.java >"$WORK/javac.log" 2>&1 &&
+        HELPER_COMMAND_java="java -cp $WORK/java-app:$jar:$jdbc Partitioned"
+}
+
+# helper_case K LANG: the helper's holder in namespace K, TTL 3 s, partitioned
+# 1.5 s after its first fenced write.
+helper_case() {
+    local k=$1 lang=$2 name="helper-$2" command_var="HELPER_COMMAND_$2"
+    local command=${!command_var:-} fifo=$WORK/helper-$2.in out=$WORK/helper-$2.out
+    if [ -z "$command" ]; then
+        report 1 "helper $lang: installed as its README says, its holder program built" \
+            "$(tail -5 "$WORK/$lang-app/install.log" "$WORK/go-build.log" "$WORK/javac.log" 2>/dev/null)"
+        return
+    fi
+    local conninfo="host=$(host_addr "$k") port=$PGPORT user=postgres dbname=postgres"
+    [ "$lang" = java ] && conninfo+=" connect_timeout=5"
+    mkfifo "$fifo"
+    # shellcheck disable=SC2086 # the command and its arguments
+    in_net "$k" env NF_CONNINFO="$conninfo" NF_NAME="$name" NF_TTL_MS=3000 $command <"$fifo" >"$out" 2>"$WORK/$name.err" &
+    BG_PIDS+=($!)
+    exec {fd}>"$fifo"
+    if ! poll_until 60 grep -q '^held ' "$out"; then
+        report 1 "helper $lang: holds the lease over its link and writes under it" "$(cat "$out"; tail -5 "$WORK/$name.err")"
+        exec {fd}>&-
+        return
+    fi
+    local token cut expires lost new_token started granted
+    token=$(awk '$1 == "held" { print $2 }' "$out")
+    sleep 1.5
+    net_cut "$k"
+    cut=$(now_ms)
+    waiter "$name" "$WORK/$name.new"
+    sleep 0.3
+    expires=$(ms "(SELECT expires_at FROM lease.leases WHERE name = '$name')")
+    poll_until 10 grep -q '^lost ' "$out"
+    wait_file 10 "$WORK/$name.new"
+    lost=$(awk '$1 == "lost" { print $2 }' "$out")
+    read -r new_token started <"$WORK/$name.new"
+    granted=$(grant_ms "$name" "${new_token:-0}")
+    log_trial "helper $lang 1 cut=$cut token=$token expires=$expires lost=${lost:-never} new_token=${new_token:-none} granted=${granted:-none} signalled_before_expiry_ms=$((expires - ${lost:-expires}))"
+    echo "# helper $lang: expiry $((expires - cut)) ms after the cut; the loss signalled $((${lost:-0} - cut)) ms after the cut ($((expires - ${lost:-0})) ms before the expiry)"
+    [ -n "$lost" ] && [ "$lost" -lt "$expires" ]
+    report $? "helper $lang: partitioned, it signals the loss before the lease could expire (from the last heartbeat that reached the server)" \
+        "lost ${lost:-never}, expiry $expires; $(tail -5 "$WORK/$name.err")"
+    [ -n "$granted" ] && [ "$granted" -ge "$expires" ] && [ "$new_token" -gt "$token" ]
+    report $? "helper $lang: its lease is taken over after its TTL, never before, with a larger token" \
+        "granted ${granted:-never}, expiry $expires; tokens $token -> ${new_token:-none}"
+    net_restore "$k"
+    echo restored >&$fd
+    exec {fd}>&-
+    poll_until 20 grep -qE '^(fenced|written|error)' "$out"
+    local late
+    late=$(sql -c "SELECT count(*) FROM nf_work WHERE lease_name = '$name' AND fence_token = $token
+                     AND written_at >= to_timestamp($expires / 1000.0)")
+    grep -q '^fenced' "$out" && [ "$late" = 0 ]
+    report $? "helper $lang: when the link returns, its fenced transaction fails with the typed LF001 error and nothing it wrote lands after the expiry" \
+        "$(grep -vE '^(held|lost) ' "$out"; tail -5 "$WORK/$name.err"); $late late rows"
+}
+
+case_helpers() {
+    local pids=() lang k=11
+    for lang in python go node java; do
+        helper_case $k $lang >"$WORK/helper-$lang.tap" &
+        pids+=($!)
+        k=$((k + 1))
+    done
+    BG_PIDS+=("${pids[@]}")
+    wait "${pids[@]}"
+    for lang in python go node java; do replay "$WORK/helper-$lang.tap"; done
+}
+
+CASES=${LEASE_NETFAULT_CASES:-plain helpers bound writers}
+for c in $CASES; do
+    case $c in
+    plain) case_plain ;;
+    helpers) install_helpers && case_helpers ;;
+    bound) case_bound ;;
+    writers) case_writers ;;
+    *) report 1 "unknown case $c in LEASE_NETFAULT_CASES" ;;
+    esac
+done
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary netfault
