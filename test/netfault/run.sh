@@ -563,7 +563,7 @@ CASES=${LEASE_NETFAULT_CASES:-plain helpers bound writers}
 for c in $CASES; do
     case $c in
     plain) case_plain ;;
-    helpers) install_helpers && case_helpers ;;
+    helpers) install_helpers; case_helpers ;;
     bound) case_bound ;;
     writers) case_writers ;;
     *) report 1 "unknown case $c in LEASE_NETFAULT_CASES" ;;
