@@ -67,7 +67,13 @@ fail_setup() {
     exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || fail_setup "needs root (network namespaces, veth pairs, iptables)"
+# Network namespaces, veth pairs and iptables need root: as a user, through sudo
+# (as scripts/test does for apt-get and make install).
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || fail_setup "needs root (network namespaces, veth pairs, iptables)"
+    exec sudo --preserve-env=LEASE_PGBIN,LEASE_TEST_PORT,LEASE_NETFAULT_FULL,LEASE_NETFAULT_TRIALS,LEASE_NETFAULT_LOG,LEASE_NETFAULT_CASES \
+        bash "$0" "$@"
+fi
 # Each helper's README installs what it needs besides (install_as_readme).
 packages=(iproute2 iptables python3 python3-psycopg)
 command -v node >/dev/null || packages+=(nodejs)
