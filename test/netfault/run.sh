@@ -91,6 +91,9 @@ net_teardown() {
     local k
     for k in $(seq 1 $NETS); do
         while iptables -D INPUT -i "lnf${k}h" -j DROP 2>/dev/null; do :; done
+        # What the cases left running in the namespace (holders started in
+        # subshells): a deleted namespace would not end them.
+        ip netns pids "lnf-$k" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
         ip netns del "lnf-$k" 2>/dev/null
         ip link del "lnf${k}h" 2>/dev/null
     done
@@ -198,7 +201,7 @@ lease_waited() { [ "$(sql -c "SELECT count(*) FROM lease.waiters WHERE name = '$
 lease_held() { [ -n "$(sql -c "SELECT 1 FROM lease.status WHERE name = '$1' AND state = 'held'")" ]; }
 # replay FILE: counts the TAP lines a case run in the background printed to FILE.
 replay() {
-    local line status= desc= diag=
+    local line status='' desc='' diag=''
     flush() { [ -n "$status" ] && report "$status" "$desc" "$diag"; status=; diag=; }
     while IFS= read -r line; do
         case $line in
@@ -236,8 +239,8 @@ EOF
     sleep 0.3
     IFS='|' read -r old_token old_expires < <(sql -c "SELECT token, (extract(epoch FROM expires_at) * 1000)::bigint FROM lease.leases WHERE name = '$name'")
     wait_file 15 "$WORK/$name.new" && wait_file 5 "$WORK/$name.exit"
-    local new_token new_started holder_rc holder_exit granted late
-    read -r new_token new_started <"$WORK/$name.new"
+    local new_token holder_rc holder_exit granted late
+    read -r new_token _ <"$WORK/$name.new"
     read -r holder_rc holder_exit <"$WORK/$name.exit"
     granted=$(grant_ms $name "$new_token")
     late=$(sql -c "SELECT count(*) FROM nf_work WHERE lease_name = '$name' AND fence_token = $old_token
@@ -283,13 +286,13 @@ BOUND_TTL_MS=6000
 # bound_trial K LABEL OPTIONS HOW TRIAL: one partition of a bound holder;
 # appends "takeover_ms ok|FAIL reason" to $WORK/bound-K.results.
 bound_trial() {
-    local k=$1 label=$2 options=$3 how=$4 trial=$5 name="bound-$1-$5" proxy_pid= target_host target_port
+    local k=$1 label=$2 options=$3 how=$4 trial=$5 name="bound-$1-$5" proxy_pid='' target_host target_port
     target_host=$(host_addr "$k")
     target_port=$PGPORT
     if [ "$how" = stall ]; then
         "$PYTHON3" test/netfault/stall_proxy.py "$target_host" "$PROXY_PORT" "$target_host" "$PGPORT" >"$WORK/proxy-$k.log" 2>&1 &
         proxy_pid=$!
-        BG_PIDS+=($proxy_pid)
+        BG_PIDS+=("$proxy_pid")
         poll_until 5 grep -q listening "$WORK/proxy-$k.log"
         target_port=$PROXY_PORT
     fi
@@ -316,8 +319,8 @@ bound_trial() {
         FROM lease.sessions s WHERE s.owner = 'old-$name' ORDER BY s.id DESC LIMIT 1")
     wait_file $((BOUND_TTL_MS / 1000 + 10)) "$WORK/$name.new"
     wait_file 10 "$WORK/$name.exit"
-    local new_token started holder_rc holder_exit granted gone verdict=ok
-    read -r new_token started <"$WORK/$name.new"
+    local new_token holder_rc holder_exit granted gone verdict=ok
+    read -r new_token _ <"$WORK/$name.new"
     read -r holder_rc holder_exit <"$WORK/$name.exit"
     if [ -z "$new_token" ]; then
         echo "- FAIL no takeover within $((BOUND_TTL_MS / 1000 + 10)) s" >>"$WORK/bound-$k.results"
@@ -378,10 +381,11 @@ case_bound() {
     # a silent connection's lease within their 4 s window, every time (p99);
     # keepalives alone do in the median; with the defaults, and behind a
     # stalled relay (its kernel answers the probes), only the session's TTL does.
-    local p50s=() p99s=()
+    local p50s=() p99s=() takeovers=() p50 p99
     for i in "${!BOUND_SETTINGS[@]}"; do
         k=$((i + 2))
-        read -r p50 p99 < <(percentiles $(awk '$1 != "-" { print $1 }' "$WORK/bound-$k.results"))
+        mapfile -t takeovers < <(awk '$1 != "-" { print $1 }' "$WORK/bound-$k.results")
+        read -r p50 p99 < <(percentiles "${takeovers[@]}")
         p50s+=("${p50:-0}")
         p99s+=("${p99:-0}")
     done
@@ -417,7 +421,7 @@ writer_case() {
     cut=$(now_ms)
     expires=$(ms "(SELECT expires_at FROM lease.leases WHERE name = '$name')")
     waiter "$name" "$WORK/$name.new"
-    local granted= took verdict
+    local granted='' took verdict
     if [ "$bound" = 0 ]; then
         sleep $(((expires - $(now_ms)) / 1000 + 3))
         local blocked=0
@@ -427,8 +431,8 @@ writer_case() {
         sql -c "SELECT pg_terminate_backend($pid)" >/dev/null
     fi
     wait_file 30 "$WORK/$name.new"
-    local new_token started
-    read -r new_token started <"$WORK/$name.new"
+    local new_token
+    read -r new_token _ <"$WORK/$name.new"
     if [ -n "$new_token" ]; then
         granted=$(grant_ms "$name" "$new_token")
         took=$((granted - inserted))
@@ -481,6 +485,7 @@ case_writers() {
 
 # Each helper installed as its README says (test/common/readme.sh), with its
 # holder program of test/netfault/holders; sets HELPER_COMMAND_<lang>.
+# shellcheck disable=SC2034 # read by helper_case through ${!command_var}
 install_helpers() {
     local app=$WORK/python-app
     install_as_readme clients/python/README.md "$app" >/dev/null 2>&1 &&
@@ -491,7 +496,7 @@ install_helpers() {
     cp test/netfault/holders/partitioned.go "$gopath/src/netfault/main.go"
     gocache=$(go env GOCACHE 2>/dev/null)
     install_as_readme clients/go/README.md "$WORK/go-app" >/dev/null 2>&1 &&
-        (cd "$gopath/src" && GOCACHE=${gocache:-$WORK/gocache} GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= \
+        (cd "$gopath/src" && GOCACHE=${gocache:-$WORK/gocache} GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS='' \
             go build -o "$WORK/go-partitioned" netfault) >"$WORK/go-build.log" 2>&1 &&
         HELPER_COMMAND_go="$WORK/go-partitioned"
     app=$WORK/node-app
@@ -514,7 +519,8 @@ helper_case() {
             "$(tail -5 "$WORK/$lang-app/install.log" "$WORK/go-build.log" "$WORK/javac.log" 2>/dev/null)"
         return
     fi
-    local conninfo="host=$(host_addr "$k") port=$PGPORT user=postgres dbname=postgres"
+    local conninfo
+    conninfo="host=$(host_addr "$k") port=$PGPORT user=postgres dbname=postgres"
     [ "$lang" = java ] && conninfo+=" connect_timeout=5"
     mkfifo "$fifo"
     # shellcheck disable=SC2086 # the command and its arguments
@@ -526,7 +532,7 @@ helper_case() {
         exec {fd}>&-
         return
     fi
-    local token cut expires lost new_token started granted
+    local token cut expires lost new_token granted
     token=$(awk '$1 == "held" { print $2 }' "$out")
     sleep 1.5
     net_cut "$k"
@@ -537,7 +543,7 @@ helper_case() {
     poll_until 10 grep -q '^lost ' "$out"
     wait_file 10 "$WORK/$name.new"
     lost=$(awk '$1 == "lost" { print $2 }' "$out")
-    read -r new_token started <"$WORK/$name.new"
+    read -r new_token _ <"$WORK/$name.new"
     granted=$(grant_ms "$name" "${new_token:-0}")
     log_trial "helper $lang $round cut=$cut token=$token expires=$expires lost=${lost:-never} new_token=${new_token:-none} granted=${granted:-none} signalled_before_expiry_ms=$((expires - ${lost:-expires}))"
     [ -n "$lost" ] && echo "# helper $lang: expiry $((expires - cut)) ms after the cut; the loss signalled $((lost - cut)) ms after the cut ($((expires - lost)) ms before the expiry)"
