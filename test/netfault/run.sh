@@ -281,7 +281,7 @@ BOUND_SETTINGS=(
     "keepalives-2-1-2+user-timeout-4s|$RECOMMENDED|drop"
     "keepalives-2-1-2+user-timeout-4s,stalled-relay|$RECOMMENDED|stall"
 )
-BOUND_TTL_MS=6000
+BOUND_TTL_MS=9000
 
 # bound_trial K LABEL OPTIONS HOW TRIAL: one partition of a bound holder;
 # appends "takeover_ms ok|FAIL reason" to $WORK/bound-K.results.
