@@ -39,6 +39,12 @@ inline constexpr const char* waiters =
 
 // run --bind: a session bound to the connection holds the lease.
 inline constexpr const char* session_open = "SELECT lease.session_open($1, $2::pg_catalog.interval, true)";
+// run --bind: this backend's TCP keepalive settings and tcp_user_timeout, as
+// the socket has them (0 on a Unix-domain socket), space-separated.
+inline constexpr const char* connection_settings =
+    "SELECT pg_catalog.concat_ws(' ', pg_catalog.current_setting('tcp_keepalives_idle'), "
+    "pg_catalog.current_setting('tcp_keepalives_interval'), pg_catalog.current_setting('tcp_keepalives_count'), "
+    "pg_catalog.current_setting('tcp_user_timeout'))";
 inline constexpr const char* session_acquire =
     "SELECT lease.session_acquire($1::pg_catalog.int8, $2, $3::pg_catalog.interval)";
 // Keeps the session ($1) alive for $2 and says whether the lease ($3, token $4)

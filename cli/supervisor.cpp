@@ -18,6 +18,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace pg_lease {
 
@@ -39,7 +40,8 @@ public:
     explicit Supervisor(const Options& options)
         : options_(options),
           ttl_(options.ttl.value_or(default_ttl)),
-          timing_{ttl_, options.grace.value_or(SupervisionTiming::default_grace(ttl_))},
+          base_timing_{ttl_, options.grace.value_or(SupervisionTiming::default_grace(ttl_))},
+          timing_(base_timing_),
           loop_([this](const signalfd_siginfo& info) { on_signal(static_cast<int>(info.ssi_signo)); }),
           database_(options.conninfo, loop_, [this] { return call_interrupted(); })
     {
@@ -195,6 +197,7 @@ private:
             if (!opened.ok())
                 return opened;
             session_id_ = opened.value;
+            bind_to_connection_window(start + answer_timeout());
             result = call_session_acquire(wait, deadline);
             if (!(result.ok() && result.value) && termination_signal_ == 0)
                 close_unused_session(result);
@@ -223,6 +226,24 @@ private:
         token_.clear();
         session_id_.reset();
         return renewed.ok() ? CallResult{CallResult::Status::ok, std::nullopt, {}} : renewed;
+    }
+
+    // --bind: the server may end the lease by dropping our connection once it
+    // has heard nothing from us for as long as its TCP keepalives or
+    // tcp_user_timeout allow, which can be much sooner than the TTL. The
+    // command must be gone by then too, so every deadline is counted within
+    // that window when it is shorter than the TTL (docs/cli.md).
+    void bind_to_connection_window(BootTime deadline)
+    {
+        const CallResult settings = database_.call(sql::connection_settings, {}, deadline);
+        if (!settings.ok() || !settings.value)
+            return;
+        long long idle = 0, interval = 0, count = 0, user_timeout = 0;
+        std::istringstream in(*settings.value);
+        if (!(in >> idle >> interval >> count >> user_timeout))
+            return;
+        if (const auto window = SupervisionTiming::drop_window(idle, interval, count, user_timeout))
+            timing_ = base_timing_.within(*window);
     }
 
     // The acquire of run's kind of grant, waiting on the server for `wait`:
@@ -582,7 +603,8 @@ private:
 
     const Options& options_;
     const Milliseconds ttl_;
-    const SupervisionTiming timing_;
+    const SupervisionTiming base_timing_;
+    SupervisionTiming timing_;  // base_timing_, or within a bound connection's drop window
     EventLoop loop_;
     AsyncSession database_;
 

@@ -7,6 +7,7 @@
 #include "duration.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace pg_lease {
 
@@ -30,6 +31,32 @@ struct SupervisionTiming {
     Milliseconds retry_interval() const
     {
         return std::clamp(ttl / 20, Milliseconds(50), Milliseconds(1000));
+    }
+
+    // run --bind: the server may also end a bound lease by dropping a silent
+    // connection, `window` after the last packet it received from us (its TCP
+    // keepalives or tcp_user_timeout). The lease is then trusted for the
+    // shorter of the two, with the grace cut down to fit.
+    SupervisionTiming within(Milliseconds window) const
+    {
+        if (window >= ttl)
+            return *this;
+        return {window, std::min(grace, max_grace(window))};
+    }
+
+    // How soon after the last packet the server received a backend with these
+    // settings can drop a connection that went silent (docs/operations.md,
+    // "Network partitions"): tcp_user_timeout if set (it also cuts short the
+    // keepalive probes), else the keepalives' idle time plus every probe;
+    // nullopt when there is no such limit (a Unix-domain socket reads 0).
+    static std::optional<Milliseconds> drop_window(long long keepalives_idle_s, long long keepalives_interval_s,
+                                                   long long keepalives_count, long long user_timeout_ms)
+    {
+        if (user_timeout_ms > 0)
+            return Milliseconds(user_timeout_ms);
+        if (keepalives_idle_s > 0)
+            return std::chrono::seconds(keepalives_idle_s + keepalives_interval_s * keepalives_count);
+        return std::nullopt;
     }
 };
 

@@ -384,6 +384,24 @@ TEST(Timing, StopsTheCommandBeforeTheLeaseCanExpire)
     EXPECT_EQ(timing.kill_after(), seconds(18));
 }
 
+TEST(Timing, BoundLeasesFitTheServersDropWindow)
+{
+    // Keepalives 2/1/2: the server may drop a silent connection 4 s after the
+    // last packet; tcp_user_timeout replaces the probes' count; a Unix socket
+    // (every setting 0) has no window.
+    EXPECT_EQ(SupervisionTiming::drop_window(2, 1, 2, 0), seconds(4));
+    EXPECT_EQ(SupervisionTiming::drop_window(1, 1, 2, 3000), Milliseconds(3000));
+    EXPECT_EQ(SupervisionTiming::drop_window(0, 0, 0, 0), std::nullopt);
+    EXPECT_EQ(SupervisionTiming::drop_window(7200, 75, 9, 0), seconds(7875));
+    const SupervisionTiming timing{seconds(20), SupervisionTiming::default_grace(seconds(20))};
+    const SupervisionTiming within = timing.within(seconds(4));
+    EXPECT_EQ(within.ttl, seconds(4));
+    EXPECT_EQ(within.grace, seconds(2));  // 4 s of grace cut down to half the window
+    EXPECT_LT(within.kill_after(), seconds(4));
+    EXPECT_GT(within.terminate_after(), within.heartbeat_interval());
+    EXPECT_EQ(timing.within(seconds(7875)).ttl, seconds(20));
+}
+
 TEST(Json, EscapesStrings)
 {
     EXPECT_EQ(json_string("plain"), "\"plain\"");
