@@ -483,12 +483,22 @@ recipe_export() {
         [ "$(sql -c "SELECT (SELECT count(*) FROM lease.status WHERE name = 'exports' AND state = 'held') = $permits
                         AND (SELECT count(*) FROM lease.waiters WHERE name = 'exports') > 0")" = t ]
     }
-    poll_until 20 all_taken_and_waiting
-    owner=$(sql -c "SELECT owner FROM lease.status WHERE name = 'exports' AND state = 'held' ORDER BY token LIMIT 1")
-    stalled=${owner#exporter-}
-    if [ -n "$owner" ]; then
+    # The exporter is stopped first and checked after: one that released its
+    # permit in between (a slow machine) is let go, and another is tried.
+    local attempt
+    for ((attempt = 0; attempt < 20; attempt++)); do
+        poll_until 20 all_taken_and_waiting
+        owner=$(sql -c "SELECT owner FROM lease.status WHERE name = 'exports' AND state = 'held' ORDER BY token LIMIT 1")
+        [ -n "$owner" ] || continue
+        stalled=${owner#exporter-}
         stalled_pid=${pids[$stalled]}
         kill -STOP "$stalled_pid"
+        [ "$(sql -c "SELECT count(*) FROM lease.status WHERE name = 'exports' AND state = 'held' AND owner = '$owner'")" = 1 ] &&
+            [ "$(sql -c "SELECT count(*) > 0 FROM lease.waiters WHERE name = 'exports'")" = t ] && break
+        kill -CONT "$stalled_pid"
+        owner=''
+    done
+    if [ -n "$owner" ]; then
         sleep "$ttl.7"
         kill -CONT "$stalled_pid"
     fi
