@@ -282,6 +282,8 @@ Datum listen_events(FunctionCallInfo)
 Datum events_horizon(FunctionCallInfo fcinfo)
 {
     lease::require_sessions_catalog("lease.events_horizon");
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("settle must not be NULL")));
     PG_RETURN_FULLTRANSACTIONID(lease::events_horizon(PG_GETARG_BOOL(0)));
 }
 
