@@ -8,17 +8,19 @@
 # events happen: four writer connections acquiring and releasing, a
 # lease.expire_due() that expires 200 leases in one transaction, and
 # transactions that commit out of the order of their IDs (one takes its ID,
-# sleeps, then writes its event; others hold their events for seconds). Then
-# the partition heals, either on the same connections (the bytes that waited
-# arrive) or with every old connection broken (the watcher reconnects and
-# replays lease.history). Either way the watcher's output must be exactly the
-# rows of lease.history since it started, in the order of their positions,
-# each once, with the same fields. Also: `--since POSITION` and `--since TIME`
+# sleeps, then writes its event; others hold their events for seconds), while
+# another listener lags behind. Then the partition heals, either on the same
+# connections (the bytes that waited arrive) or with every old connection
+# broken (the watcher reconnects and replays lease.history), and two
+# transactions older than most of the storm commit after the heal while 100
+# younger events come live. Either way the watcher's output must be exactly
+# the rows of lease.history since it started, in the order of their
+# positions, each once, with the same fields. Also: `--since POSITION` and `--since TIME`
 # replay and continue live, and a bad --since is a usage error.
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
 # path). Prints TAP-style lines and "watch: P passed, F failed"; exits
-# non-zero on any failure. About 45 s.
+# non-zero on any failure. About 60 s.
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -113,12 +115,12 @@ storm() {
     # Takes its transaction ID first, writes its event seconds later, after
     # younger transactions have committed theirs.
     sql -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(3);
-            SELECT lease.lease_acquire('old-id-$tag', 'slow'); COMMIT;" >/dev/null &
+            SELECT lease.lease_acquire('old-id-$tag', 'slow', '1 hour'); COMMIT;" >/dev/null &
     pids+=($!)
     # Events held back by their transactions for 1, 2 and 4 s.
     for w in 1 2 4; do
-        sql -c "BEGIN; SELECT lease.lease_acquire('held-$tag-$w', 'held'); SELECT pg_sleep($w);
-                SELECT lease.lease_acquire('held-$tag-$w', 'held'); COMMIT;" >/dev/null &
+        sql -c "BEGIN; SELECT lease.lease_acquire('held-$tag-$w', 'held', '1 hour'); SELECT pg_sleep($w);
+                SELECT lease.lease_acquire('held-$tag-$w', 'held', '1 hour'); COMMIT;" >/dev/null &
         pids+=($!)
     done
     for w in 1 2 3 4; do
@@ -133,13 +135,18 @@ storm() {
 
 # ready_seen TAG FILE: an event (a revoke of ready-TAG), and whether FILE shows it soon.
 ready_seen() {
-    sql -c "SELECT lease.lease_acquire('ready-$1', 'test')" >/dev/null
+    sql -c "SELECT lease.lease_acquire('ready-$1', 'test', '1 hour')" >/dev/null
     poll_until 1 file_has "$2" "ready-$1"
 }
 
 # partition_scenario TAG HEAL_SIGNAL DESCRIPTION
 partition_scenario() {
-    local tag=$1 heal=$2 description=$3 out=$WORK/watch-$1.out watcher started ready
+    local tag=$1 heal=$2 description=$3 out=$WORK/watch-$1.out watcher started ready lagging
+    # A listener that reads nothing for 25 s holds the notification queue
+    # back, as a slow watcher would.
+    sql -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(25)" >/dev/null &
+    lagging=$!
+    BG_PIDS+=("$lagging")
     "$PG_LEASE" watch --json -d "$VIA_PROXY" >"$out" 2>"$WORK/watch-$tag.err" &
     watcher=$!
     BG_PIDS+=("$watcher")
@@ -151,15 +158,28 @@ partition_scenario() {
     sql -c "SELECT count(lease.lease_acquire('exp-$tag-' || i, 'expiring', '2 seconds')) FROM generate_series(1, 200) AS i" >/dev/null
     started=$(now_ms)
     kill -USR1 "$proxy"
+    # Transactions older than most of the storm that commit after the heal,
+    # while younger events keep coming live: a transaction that took its ID
+    # at the start and writes its event 13 s later, and one whose events wait
+    # 12 s for its commit.
+    local late=()
+    sql -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(13);
+            SELECT lease.lease_acquire('late-old-id-$tag', 'slow', '1 hour'); COMMIT;" >/dev/null &
+    late+=($!)
+    sql -c "BEGIN; SELECT lease.lease_acquire('late-held-$tag', 'held', '1 hour'); SELECT pg_sleep(12);
+            SELECT lease.lease_acquire('late-held-$tag', 'held', '1 hour'); COMMIT;" >/dev/null &
+    late+=($!)
     storm "$tag"
     sleep "$(awk -v s="$started" -v n="$(now_ms)" 'BEGIN { d = 10 - (n - s) / 1000; print (d > 0 ? d : 0) }')"
     kill "-$heal" "$proxy"
     local healed_ms=$(now_ms)
-    sql -c "SELECT lease.lease_acquire('done-$tag', 'test')" >/dev/null
+    writer "$tag-after" 50
+    wait "${late[@]}"
+    sql -c "SELECT lease.lease_acquire('done-$tag', 'test', '1 hour')" >/dev/null
     poll_until 40 file_has "$out" "done-$tag"
     local caught_up=$(($(now_ms) - healed_ms))
     same_events "$out" "$ready"
-    report $? "$description ($(wc -l <"$WORK/expected") events; partitioned $(((healed_ms - started) / 1000)) s; caught up $caught_up ms after the heal)" \
+    report $? "$description ($(wc -l <"$WORK/expected") events; partitioned $(((healed_ms - started) / 1000)) s; the last shown $caught_up ms after the heal, 3 s of it waiting for the late transactions)" \
         "$(diff_summary; cat "$WORK/storm-errors" 2>/dev/null; echo "stderr:"; cat "$WORK/watch-$tag.err")"
     [ "$(wc -l <"$WORK/expected")" -ge 1000 ] && ! [ -s "$WORK/storm-errors" ]
     report $? "$tag: the partition saw 1,000 and more events, expire_due() expired 200 at once" \
@@ -167,6 +187,7 @@ partition_scenario() {
     kill -TERM "$watcher"
     wait "$watcher"
     report $? "$tag: watch exits 0 on SIGTERM"
+    wait "$lagging"
 }
 
 # --- partitions ---------------------------------------------------------------
@@ -187,7 +208,7 @@ since=$(position_of "wbroken-2-50" released)
 since_watcher=$!
 BG_PIDS+=("$since_watcher")
 poll_until 20 file_has "$WORK/since.out" "done-broken"
-sql -c "SELECT lease.lease_acquire('after-since', 'test')" >/dev/null
+sql -c "SELECT lease.lease_acquire('after-since', 'test', '1 hour')" >/dev/null
 poll_until 10 file_has "$WORK/since.out" "after-since"
 same_events "$WORK/since.out" "$since" && [ "$(head -1 "$WORK/got" | cut -d' ' -f1)" != "$since" ]
 report $? "watch --since POSITION replays every event after POSITION, then goes on live, each once, in order" \
