@@ -233,14 +233,37 @@ report $? "watch --since TIME replays the events recorded from TIME on, in the o
 kill -TERM "$since_watcher"
 wait "$since_watcher"
 
+# An event written while nobody watched sends no notification (lease.notify_events
+# = watched): a watch that starts while its transaction is still open must find
+# it in lease.history, so it waits for that transaction before it replays
+# (lease.events_horizon(true)).
+since=$(sql -c "SELECT xid || '/' || ordinal FROM lease.history ORDER BY xid DESC, ordinal DESC LIMIT 1")
+[ "$(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 19534 AND granted")" = 0 ]
+nobody_watched=$?
+sql -c "BEGIN; SELECT lease.lease_acquire('unwatched', 'quiet', '1 hour'); SELECT pg_sleep(3); COMMIT;" >/dev/null &
+unwatched=$!
+BG_PIDS+=("$unwatched")
+sleep 1  # its event written; 2 s to go
+"$PG_LEASE" watch --json --since "$since" >"$WORK/unwatched.out" 2>"$WORK/unwatched.err" &
+since_watcher=$!
+BG_PIDS+=("$since_watcher")
+wait "$unwatched"
+sql -c "SELECT lease.lease_acquire('after-unwatched', 'test', '1 hour')" >/dev/null
+poll_until 10 file_has "$WORK/unwatched.out" "after-unwatched"
+same_events "$WORK/unwatched.out" "$since" && [ "$nobody_watched" -eq 0 ] && file_has "$WORK/unwatched.out" '"unwatched"'
+report $? "a watch that starts while an event written unwatched is uncommitted still shows it, from lease.history" \
+    "$(diff_summary; cat "$WORK/unwatched.err")"
+kill -TERM "$since_watcher"
+wait "$since_watcher"
+
 # --- bad input ----------------------------------------------------------------
 for bad in garbage 12/ /3 1/2/3 -1/2 1/-2 03:00 12.5 ""; do
-    "$PG_LEASE" watch --since "$bad" >"$WORK/bad.out" 2>"$WORK/bad.err"
+    timeout 10 "$PG_LEASE" watch --since "$bad" >"$WORK/bad.out" 2>"$WORK/bad.err"
     rc=$?
     [ "$rc" -eq 64 ] && file_has "$WORK/bad.err" "invalid --since" && ! [ -s "$WORK/bad.out" ]
     report $? "watch --since '$bad' is a usage error (exit 64, one line)" "exit $rc: $(cat "$WORK/bad.err")"
 done
-"$PG_LEASE" watch --since 2026-13-45 >"$WORK/bad.out" 2>"$WORK/bad.err"
+timeout 10 "$PG_LEASE" watch --since 2026-13-45 >"$WORK/bad.out" 2>"$WORK/bad.err"
 rc=$?
 [ "$rc" -eq 1 ] && file_has "$WORK/bad.err" "out of range"
 report $? "watch --since with a date the server cannot read exits 1 with the server's error" "exit $rc: $(cat "$WORK/bad.err")"
