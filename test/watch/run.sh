@@ -68,20 +68,33 @@ history_after() {
                      FROM lease.history WHERE (xid, ordinal) > ('$xid'::xid8, $ordinal) ORDER BY xid, ordinal"
 }
 
-# watched FILE AFTER: the same fields of the events in a watch --json output,
-# as printed, from the first event after position AFTER on.
+# watched FILE AFTER: the same fields of the events a watcher printed, from
+# the first event after position AFTER on: lines of watch --json, or those of
+# the Python helper's README example ("event name token owner position").
 watched() {
     python3 - "$1" "$2" <<'EOF'
 import json, sys
 after = tuple(int(p) for p in sys.argv[2].split("/"))
 started = False
 for line in open(sys.argv[1]):
-    e = json.loads(line)
-    position = tuple(int(p) for p in e["position"].split("/"))
+    if line.startswith("{"):
+        e = json.loads(line)
+        fields = [e["position"], e["event"], e["name"] or "-", "-" if e["token"] is None else str(e["token"])]
+    else:
+        event, name, token, owner, position = line.split()
+        fields = [position, event, "-" if name == "None" else name, "-" if token == "None" else token]
+    position = tuple(int(p) for p in fields[0].split("/"))
     started = started or position > after
     if started:
-        print(e["position"], e["event"], e["name"] or "-", "-" if e["token"] is None else e["token"])
+        print(*fields)
 EOF
+}
+
+# first_position FILE TEXT: the position of the first event FILE shows with TEXT.
+first_position() {
+    grep -m1 -F "$2" "$1" | python3 -c 'import json, sys
+line = sys.stdin.read()
+print(json.loads(line)["position"] if line.startswith("{") else line.split()[4])'
 }
 
 # same_events FILE AFTER: whether FILE shows exactly the history after AFTER,
@@ -139,21 +152,27 @@ ready_seen() {
     poll_until 1 file_has "$2" "ready-$1"
 }
 
-# partition_scenario TAG HEAL_SIGNAL DESCRIPTION
+# partition_scenario TAG HEAL_SIGNAL DESCRIPTION [python]: pg_lease watch, or
+# the Python helper's README example.
 partition_scenario() {
-    local tag=$1 heal=$2 description=$3 out=$WORK/watch-$1.out watcher started ready lagging
+    local tag=$1 heal=$2 description=$3 route=${4:-cli} out=$WORK/watch-$1.out watcher started ready lagging
     # A listener that reads nothing for 25 s holds the notification queue
     # back, as a slow watcher would.
     sql -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(25)" >/dev/null &
     lagging=$!
     BG_PIDS+=("$lagging")
-    "$PG_LEASE" watch --json -d "$VIA_PROXY" >"$out" 2>"$WORK/watch-$tag.err" &
+    if [ "$route" = python ]; then
+        DATABASE_URL=$VIA_PROXY "$PYTHON" "$WORK/watch-example.py" >"$out" 2>"$WORK/watch-$tag.err" &
+    else
+        "$PG_LEASE" watch --json -d "$VIA_PROXY" >"$out" 2>"$WORK/watch-$tag.err" &
+    fi
     watcher=$!
     BG_PIDS+=("$watcher")
     # Ready when an event after its start reaches it; the comparison starts
     # with the first such event it shows.
     poll_until 10 ready_seen "$tag" "$out"
-    ready=$(grep -m1 -F "ready-$tag" "$out" | python3 -c 'import json, sys; x, n = json.load(sys.stdin)["position"].split("/"); print(f"{x}/{int(n) - 1}")')
+    ready=$(first_position "$out" "ready-$tag")
+    ready=${ready%/*}/$((${ready#*/} - 1))
     # 200 leases that expire in 2 s, acquired in one transaction.
     sql -c "SELECT count(lease.lease_acquire('exp-$tag-' || i, 'expiring', '2 seconds')) FROM generate_series(1, 200) AS i" >/dev/null
     started=$(now_ms)
@@ -184,9 +203,14 @@ partition_scenario() {
     [ "$(wc -l <"$WORK/expected")" -ge 1000 ] && ! [ -s "$WORK/storm-errors" ]
     report $? "$tag: the partition saw 1,000 and more events, expire_due() expired 200 at once" \
         "$(wc -l <"$WORK/expected") events; $(cat "$WORK/storm-errors" 2>/dev/null)"
-    kill -TERM "$watcher"
+    if [ "$route" = python ]; then
+        sql -c "SELECT lease.lease_acquire('stop-watching', 'test', '1 hour')" >/dev/null
+    else
+        kill -TERM "$watcher"
+    fi
     wait "$watcher"
-    report $? "$tag: watch exits 0 on SIGTERM"
+    report $? "$tag: the watcher exits 0 ($([ "$route" = python ] && echo "the example, on stop-watching" || echo "watch, on SIGTERM"))" \
+        "$(cat "$WORK/watch-$tag.err")"
     wait "$lagging"
 }
 
@@ -200,6 +224,39 @@ partition_scenario broken USR2 \
     "a watcher partitioned for 10 s whose connection breaks reconnects, replays lease.history and sees every event once, in history order"
 grep -q "watching again" "$WORK/watch-broken.err"
 report $? "broken: the watcher said it reconnected" "$(cat "$WORK/watch-broken.err")"
+
+# The Python helper, installed as its README says (offline, Debian's psycopg),
+# running the README's watch example.
+python_install() {
+    local dir=$WORK/python-app script
+    mkdir -p "$dir" "$WORK/home"
+    script=$(awk '$0 == "```sh" { n++; if (n == 1) { inside = 1; next } } inside && /^```/ { exit } inside' clients/python/README.md)
+    # shellcheck disable=SC2046 # a list of package names
+    ensure_packages $(printf '%s\n' "$script" | sed -n 's/^sudo apt install //p') >"$dir/install.log" 2>&1 || return 1
+    printf '%s\n' "$script" | grep -v '^sudo apt install ' | sed "s|/path/to/lease|$PWD|g" >"$dir/install.sh"
+    (cd "$dir" && HOME=$WORK/home PATH=/usr/bin:/bin bash -e -x install.sh) >>"$dir/install.log" 2>&1 || return 1
+    awk '$0 == "```python" { n++; if (n == 4) { inside = 1; next } } inside && /^```/ { exit } inside' \
+        clients/python/README.md >"$WORK/watch-example.py"
+    grep -q "pglease.watch" "$WORK/watch-example.py"
+}
+PYTHON=$WORK/python-app/venv/bin/python
+if python_install; then
+    partition_scenario python USR2 \
+        "the Python helper's watch (its README example) partitioned for 10 s, its connection broken, sees every event once, in history order" python
+    (cd "$WORK" && "$PYTHON" -c 'import pglease
+try:
+    next(pglease.watch("dbname=x", since="garbage"))
+except ValueError as e:
+    assert "since must be a position" in str(e), e
+else:
+    raise SystemExit("accepted")')
+    report $? "the Python helper's watch refuses a since that is neither a position nor a datetime (ValueError)"
+else
+    report 1 "the Python helper installs as its README says" "$(cat "$WORK/python-app/install.log")"
+fi
+git status --porcelain --untracked-files=all -- clients/python | grep -q '^??'
+[ $? -ne 0 ]
+report $? "the Python helper's install leaves nothing in the checkout that git would see"
 
 # --- --since ------------------------------------------------------------------
 # From a position: every event after it (replayed), then what happens next (live).
