@@ -7,7 +7,7 @@ OBJS = src/entry_points.o src/access.o src/arguments.o src/events.o src/fence.o 
 	src/lease_store.o src/lock_tags.o src/store_spi.o src/store_relations.o src/token_epochs.o \
 	src/primary_key_scan.o src/row_writer.o src/lease_rows.o src/session_rows.o src/history_rows.o \
 	src/prefix_rule_rows.o src/pool_rows.o src/idempotency_key_rows.o src/holder_rows.o src/holders.o \
-	src/waiter_registry.o
+	src/waiter_registry.o src/shared_memory.o src/metrics.o
 DATA = $(wildcard sql/lease--*.sql)
 
 # pg_regress inputs are sql/*.sql except the extension scripts (sql/lease--*.sql).

@@ -25,6 +25,7 @@ Usage:
   pg_lease waiters [NAME] [--json]
   pg_lease watch [PREFIX] [--since XID/N|TIME] [--json]
   pg_lease history NAME [--limit N] [--json]
+  pg_lease top [--interval 2s] [--limit 10] [--once] [--json]
   pg_lease pool put POOL NAME [--state JSON] [--json]
   pg_lease pool remove POOL NAME [--json]
   pg_lease pool status POOL [--json]
@@ -34,8 +35,8 @@ PGHOST, PGPORT, PGUSER, PGDATABASE, PGSERVICE, ... apply as usual.
 Durations: 500ms, 20s, 2m, 1h, 1d or sums like 1m30s.
 Exit codes: 0 success, 1 error (leader: nobody holds NAME), 64 usage,
 69 connection failed, 75 not acquired, 79 lease lost, 80 not verified; run exits with COMMAND's status (128+N if killed
-by signal N), or the stored one when KEY has completed already; watch runs until
-SIGINT or SIGTERM and then exits 0.
+by signal N), or the stored one when KEY has completed already; watch and top run
+until SIGINT or SIGTERM and then exit 0.
 See docs/cli.md.
 )";
 
@@ -55,7 +56,9 @@ enum OptionFlag : unsigned {
     permits_flag = 1024,
     shared_flag = 2048,
     all_flag = 4096,
-    since_flag = 8192,
+    once_flag = 8192,
+    interval_flag = 16384,
+    since_flag = 32768,
 };
 
 struct CommandSpec {
@@ -87,6 +90,7 @@ const std::vector<CommandSpec>& command_specs()
         {"leader", Command::leader, {"NAME"}, dbname_flag | json_flag},
         {"set-value", Command::set_value, {"NAME", "TOKEN", "JSON"}, dbname_flag | json_flag},
         {"waiters", Command::waiters, {"NAME"}, dbname_flag | json_flag, true},
+        {"top", Command::top, {}, dbname_flag | limit_flag | json_flag | once_flag | interval_flag},
         {"help", Command::help, {}, 0},
     };
     return specs;
@@ -112,6 +116,8 @@ const OptionSpec option_specs[] = {
     {"--permits", permits_flag, true},
     {"--shared", shared_flag, false},
     {"--all", all_flag, false},
+    {"--once", once_flag, false},
+    {"--interval", interval_flag, true},
     {"--since", since_flag, true},
 };
 
@@ -162,6 +168,14 @@ void set_option(Options& options, const OptionSpec& spec, const std::string& val
         break;
     case json_flag:
         options.json = true;
+        break;
+    case once_flag:
+        options.once = true;
+        break;
+    case interval_flag:
+        options.interval = duration_option(option, value);
+        if (*options.interval < Milliseconds(100))
+            throw UsageError("--interval must be at least 100ms");
         break;
     case bind_flag:
         options.bind = true;

@@ -26,6 +26,7 @@ enum class Command {
     leader,
     waiters,
     set_value,
+    top,
     help,
     version,
 };
@@ -57,7 +58,9 @@ struct Options {
     // this time (ISO 8601, checked by the server) on
     std::optional<EventPosition> since_position;
     std::optional<std::string> since_time;
-    std::optional<std::int64_t> limit;      // history: only the newest this many
+    std::optional<std::int64_t> limit;      // history: only the newest this many; top: rows per table
+    bool once = false;                      // top: one frame, then exit
+    std::optional<Milliseconds> interval;   // top: between frames (and the two samples of --once)
     bool json = false;
     std::vector<std::string> command_line;  // run
     std::optional<std::string> idempotency_key;  // run

@@ -5,6 +5,7 @@
 #include "libpq_handles.hpp"
 #include "pool_commands.hpp"
 #include "supervisor.hpp"
+#include "top.hpp"
 #include "watch.hpp"
 
 #include <unistd.h>
@@ -54,6 +55,8 @@ int main(int argc, char** argv)
             return run_under_lease(options);
         if (options.command == Command::watch)
             return watch_events(options);
+        if (options.command == Command::top)
+            return show_top(options);
         return run_one_shot_command(options);
     } catch (const Failure& failure) {
         std::cerr << "pg_lease: " << failure.what() << "\n";

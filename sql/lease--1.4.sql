@@ -632,11 +632,16 @@ SELECT g.name,
        g.role,
        g.session,
        g.mode
-FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at, l.expires_at, l.role, l.session,
+FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at,
+             CASE WHEN l.owner IS NOT NULL
+                    OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+                  THEN l.expires_at END AS expires_at,
+             l.role, l.session,
              CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
         FROM lease.leases AS l
        WHERE l.owner IS NOT NULL
           OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+          OR NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name)
       UNION ALL
       SELECT h.name, h.owner, h.token, h.ttl, h.acquired_at, h.renewed_at, h.expires_at, h.role, h.session, h.mode
         FROM lease.holders AS h) AS g
@@ -664,6 +669,114 @@ COMMENT ON VIEW lease.status IS
     'Leases at a glance, one row per holder: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant; mode is exclusive, shared or semaphore (NULL when free).';
 
 GRANT SELECT ON lease.holders, lease.lease_values, lease.waiters, lease.status TO PUBLIC;
+-- Metrics (docs/monitoring.md) ------------------------------------------------
+-- What postgres_exporter reads (monitoring/queries.yaml): lease.metrics, one
+-- row per database. The event counters are lease.stats' sequences; the rest
+-- is counted in shared memory (lease.metric_figures()).
+
+-- The figures counted in shared memory (docs/monitoring.md): grants that
+-- ended without a release (lease.expire_due(), a takeover, a revoke or a
+-- session close that found them expired), and the wait and hold histograms
+-- (cumulative counts of the buckets lease.metrics names, the sum of the
+-- observed times in seconds, the count). A wait is observed when it ends
+-- (granted or not), a hold when its grant is released, revoked or found
+-- expired. They start from 0 at each server start.
+CREATE FUNCTION lease.metric_figures(OUT expiries_total bigint,
+                                     OUT wait_seconds_bucket bigint[], OUT wait_seconds_sum double precision,
+                                     OUT wait_seconds_count bigint,
+                                     OUT hold_seconds_bucket bigint[], OUT hold_seconds_sum double precision,
+                                     OUT hold_seconds_count bigint)
+RETURNS record
+LANGUAGE c VOLATILE PARALLEL SAFE  -- so that lease.metrics may scan lease.leases in parallel
+AS 'MODULE_PATHNAME', 'lease_metric_figures';
+
+COMMENT ON FUNCTION lease.metric_figures() IS
+    'This database''s expiry counter and wait and hold histograms, kept in shared memory since the server started (lease.metrics).';
+
+-- One row: the gauges at the start of the statement, the counters and the
+-- histograms (the time is statement_timestamp(), as one scrape). The lock table
+-- is read once: bound sessions' locks (objsubid 19522, "LB") and the wait
+-- clocks (19540, "LT": one per waiting acquire, held while it waits; its key
+-- is the moment the wait started, in microseconds since 2000-01-01).
+CREATE VIEW lease.metrics AS
+WITH c AS (
+    SELECT pg_catalog.statement_timestamp() AS now,
+           (SELECT d.oid FROM pg_catalog.pg_database AS d
+             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) AS db
+), locks AS MATERIALIZED (
+    SELECT k.objsubid, k.classid, k.objid
+      FROM pg_catalog.pg_locks AS k, c
+     WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+       AND k.objsubid OPERATOR(pg_catalog.=) ANY ('{19522,19540}'::pg_catalog.int2[])
+       AND k.granted
+       AND k.database OPERATOR(pg_catalog.=) c.db
+), live_sessions AS MATERIALIZED (
+    SELECT s.id
+      FROM lease.sessions AS s, c
+     WHERE s.closed_at IS NULL
+       AND s.expires_at OPERATOR(pg_catalog.>) c.now
+       AND (s.bound_pid IS NULL
+            OR EXISTS (SELECT FROM locks AS k
+                        WHERE k.objsubid OPERATOR(pg_catalog.=) 19522
+                          AND k.classid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.>>) 32)
+                          AND k.objid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))
+), waits AS (
+    SELECT pg_catalog.count(*) AS waiters,
+           pg_catalog.min((k.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
+                          OPERATOR(pg_catalog.|) k.objid::pg_catalog.int8) AS oldest_us
+      FROM locks AS k
+     WHERE k.objsubid OPERATOR(pg_catalog.=) 19540
+)
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
+       -- The rows of lease.status in state held: exclusive grants in one scan
+       -- of lease.leases, which may run in parallel (the live sessions come
+       -- in as an array, a parameter, not as a CTE scan; the row of a name
+       -- with holders has no owner) ...
+       (SELECT pg_catalog.count(*) FROM lease.leases AS l
+         WHERE l.owner IS NOT NULL
+           AND CASE WHEN l.session IS NULL
+                    THEN l.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
+                    ELSE l.session OPERATOR(pg_catalog.=)
+                         ANY ((SELECT pg_catalog.array_agg(s.id) FROM live_sessions AS s)::pg_catalog.int8[])
+               END)
+       -- ... and each live holder of a semaphore permit or a shared lease.
+       OPERATOR(pg_catalog.+)
+       (SELECT pg_catalog.count(*) FROM lease.holders AS h
+         WHERE CASE WHEN h.session IS NULL
+                    THEN h.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
+                    ELSE h.session OPERATOR(pg_catalog.=)
+                         ANY ((SELECT pg_catalog.array_agg(s.id) FROM live_sessions AS s)::pg_catalog.int8[])
+               END) AS held,
+       w.waiters,
+       -- OPERATOR() gives every operator one precedence: hence the parentheses.
+       -- A wait may have started after this statement: never below 0.
+       GREATEST(COALESCE((pg_catalog.date_part('epoch', c.now) OPERATOR(pg_catalog.-) 946684800)
+                         OPERATOR(pg_catalog.-) (w.oldest_us::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000), 0), 0)
+           AS oldest_wait_seconds,
+       (SELECT pg_catalog.count(*) FROM live_sessions) AS sessions_live,
+       (SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.>>) 32 ELSE 0 END
+          FROM lease.fencing_token_seq) AS token_epoch,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_denials) AS denials_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_takeovers) AS takeovers_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_releases) AS releases_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_revokes) AS revokes_total,
+       f.expiries_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections)
+           AS fence_rejections_total,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[]
+           AS wait_seconds,
+       f.wait_seconds_bucket, f.wait_seconds_sum, f.wait_seconds_count,
+       ARRAY[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400]::pg_catalog.float8[]
+           AS hold_seconds,
+       f.hold_seconds_bucket, f.hold_seconds_sum, f.hold_seconds_count
+  FROM c, waits AS w, lease.metric_figures() AS f;
+
+COMMENT ON VIEW lease.metrics IS
+    'What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md): leases held, waiters and the oldest wait, live sessions, the token epoch, the event counters and the wait and hold histograms (bucket bounds in seconds, cumulative counts, sum, count).';
+
+GRANT SELECT ON lease.metrics TO PUBLIC;
+
 
 -- Resuming watchers (docs/concepts.md, "Events and history"): every event has
 -- a position, (xid, ordinal) of its lease.history row, also sent as

@@ -10,7 +10,9 @@
 #include "holders.hpp"
 #include "idempotency.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "pools.hpp"
+#include "shared_memory.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
@@ -161,6 +163,7 @@ Datum heartbeat(FunctionCallInfo fcinfo)
         (void) lease::expiry_after(GetCurrentTimestamp(), ttl);  // a bad ttl fails before any lock
 
     const LOCKTAG tag = share_fence_lock(name);
+    lease::commit_lease_change(lease::LeaseChange::heartbeat_or_release);
     const TimestampTz now = GetCurrentTimestamp();
     const TimestampTz explicit_expires_at = ttl_argument != nullptr ? lease::expiry_after(now, ttl) : 0;
     if (lease::store_heartbeat(name, token, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr,
@@ -189,6 +192,7 @@ Datum release(FunctionCallInfo fcinfo)
 
     const LOCKTAG tag = share_fence_lock(name);
     lease::forget_passed_fence_checks();
+    lease::commit_lease_change(lease::LeaseChange::heartbeat_or_release);
     const TimestampTz now = GetCurrentTimestamp();
     const lease::LeaseState lease = lease::read_latest(name);
     if (lease::may_have_holders(lease) && lease::catalog_has_holders())
@@ -198,6 +202,7 @@ Datum release(FunctionCallInfo fcinfo)
         PG_RETURN_BOOL(keep_share_lock_if(false, &tag));
     lease::record_event(lease::Event::released, name, token, lease.owner, lease.session, lease.role);
     lease::count_event(lease::Counter::releases);
+    lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     if (lease.session != 0)
         lease::forget_pool_holder(name);
@@ -234,6 +239,8 @@ Datum revoke(FunctionCallInfo fcinfo)
     if (lease.session != 0)
         lease::forget_pool_holder(name);
     lease::count_event(lease::Counter::revokes);
+    if (lease.owner != nullptr)
+        lease::observe_hold(lease, now);
     lease::wake_waiters_at_commit(name);
     lease::make_tokens_durable();
     ForceSyncCommit();
@@ -317,6 +324,7 @@ Datum expire_due(FunctionCallInfo)
             continue;
         }
         lease::record_event(lease::Event::expired, names[i], lease.token, lease.owner, lease.session, lease.role);
+        lease::observe_hold(lease, now);
         if (lease.session != 0)
             lease::forget_pool_holder(names[i]);
         ++reported;
@@ -387,7 +395,7 @@ Datum session_close(FunctionCallInfo fcinfo)
                                 state.role);
         lease::wake_waiters_at_commit(released[i].name);
     }
-    const int holders = lease::end_session_holders(session, was_live, state.owner, state.role, now);
+    const int holders = lease::end_session_holders(session, was_live, state.owner, state.role);
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
@@ -612,6 +620,11 @@ Datum waiting(FunctionCallInfo fcinfo)
     return lease::waiter_registry_rows(fcinfo);
 }
 
+Datum metric_figures(FunctionCallInfo fcinfo)
+{
+    return lease::metric_figures(fcinfo);
+}
+
 // lease.allow / lease.disallow: not granted to PUBLIC. Every backend reloads
 // the rules once the change commits.
 const text* prefix_arg(FunctionCallInfo fcinfo, int argno)
@@ -709,6 +722,7 @@ LEASE_WRITING_ENTRY(lease_session_acquire_all, session_acquire_all, "lease.sessi
 LEASE_WRITING_ENTRY(lease_set_value, set_value, "lease.lease_set_value()")
 LEASE_ENTRY(lease_leader, leader)
 LEASE_ENTRY(lease_waiting, waiting)
+LEASE_ENTRY(lease_metric_figures, metric_figures)
 
 void _PG_init(void)
 {
@@ -719,7 +733,7 @@ void _PG_init(void)
     lease::initialize_sessions();
     lease::initialize_events();
     lease::initialize_idempotency();
-    lease::initialize_waiter_registry();
+    lease::reserve_shared_areas();
     MarkGUCPrefixReserved("lease");
 }
 

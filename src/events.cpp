@@ -2,6 +2,7 @@
 
 #include "arguments.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 
 namespace lease {
 
@@ -88,6 +89,8 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
 {
     if (!catalog_has_sessions())
         return;
+    if (event == Event::expired)
+        count_expiry();
     HistoryPosition position;
     const bool positioned = record_history &&
                             store_history(event_name(event), GetCurrentTimestamp(), name, token, owner, session,

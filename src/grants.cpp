@@ -5,6 +5,7 @@
 #include "events.hpp"
 #include "fence.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "sessions.hpp"
 #include "waiter_registry.hpp"
 #include "waiting.hpp"
@@ -273,13 +274,13 @@ void end_holders(const text* name, const Checked& checked)
 {
     for (int i = 0; i < checked.ended_count; ++i) {
         const HolderState& holder = checked.ended[i];
-        if (store_holder_end(name, holder.token, checked.now))
+        if (store_holder_end(holder.token))
             record_event(Event::expired, name, holder.token, holder.owner, holder.session, holder.role);
     }
     if (checked.ended_count > 0)
         count_event(Counter::takeovers);
     if (checked.replaced != nullptr)
-        (void) store_holder_end(name, checked.replaced->token, checked.now);
+        (void) store_holder_end(checked.replaced->token);
 }
 
 int64 write_exclusive(const GrantRequest& request, const Checked& checked, bool flush)
@@ -306,7 +307,7 @@ int64 write_holder(const GrantRequest& request, HolderMode mode, int32 permits, 
                                            checked.now, expires_at, GetUserId(), request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
-    ForceSyncCommit();
+    commit_lease_change(LeaseChange::grant);
     make_tokens_durable();
     return token;
 }
@@ -447,8 +448,9 @@ bool acquire(const Want& want, int64 wait, bool nonatomic)
     require_sessions_catalog("waiting for a lease");
 
     const TimestampTz start = GetCurrentTimestamp();
-    count_event(Counter::waits);
+    metrics_wait_begins();
     const bool granted = wait_in_line(want, expiry_after(start, wait), lock_timeout_deadline(start), nonatomic);
+    metrics_wait_ends();
     if (!granted)
         count_event(Counter::denials);
     return granted;
@@ -484,6 +486,7 @@ int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& leas
         // this is where its end is reported, unless lease.expire_due() did.
         record_event(Event::expired, request.name, lease.token, lease.owner, lease.session, lease.role);
         count_event(Counter::takeovers);
+        observe_hold(lease, now);
     }
     forget_passed_fence_checks();
     const TimestampTz expires_at = request.session != 0 ? DT_NOEND : expiry_after(now, request.ttl_microseconds);
@@ -492,8 +495,9 @@ int64 grant_locked_unflushed(const GrantRequest& request, const LeaseState& leas
                     request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
-    // A grant must outlive a crash even with synchronous_commit = off.
-    ForceSyncCommit();
+    // A grant outlives a crash even with synchronous_commit = off, unless
+    // lease.synchronous_commit is off.
+    commit_lease_change(LeaseChange::grant);
     return token;
 }
 

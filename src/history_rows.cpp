@@ -87,7 +87,7 @@ bool store_history(const char* event, TimestampTz at, const text* name, int64 to
 constexpr StoredQuery query_prune_history = {
     "DELETE FROM lease.history WHERE at OPERATOR(pg_catalog.<) $1",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 int64 store_prune_history(TimestampTz cutoff)
 {

@@ -63,22 +63,92 @@ const char* mode_name(HolderMode mode)
 
 }  // namespace
 
-// holders_of($1 name)
-constexpr StoredQuery query_holders_of = {
-    "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) $1 ORDER BY h.token",
-    1,
-    {TEXTOID}};
+namespace {
 
-HolderState* store_holders(const text* name, int* count)
+// A row of lease.holders, copied into the current memory context.
+HolderState holder_from_tuple(HeapTuple row, TupleDesc desc)
 {
-    Datum values[1] = {PointerGetDatum(name)};
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_holders_of, values, nullptr, true, true);
-    HolderState* holders = holders_from_result(count);
-    finish_as_caller(caller);
-    return holders;
+    HolderState holder = {};
+    bool isnull;
+    holder.token = DatumGetInt64(heap_getattr(row, holders_column_token, desc, &isnull));
+    holder.name = copy_text_attribute(row, holders_column_name, desc);
+    const text* mode = DatumGetTextPP(heap_getattr(row, holders_column_mode, desc, &isnull));
+    holder.mode = VARSIZE_ANY_EXHDR(mode) == strlen("semaphore") ? HolderMode::semaphore : HolderMode::shared;
+    const Datum permits = heap_getattr(row, holders_column_permits, desc, &isnull);
+    holder.permits = isnull ? 0 : DatumGetInt32(permits);
+    holder.owner = copy_text_attribute(row, holders_column_owner, desc);
+    holder.expires_at = DatumGetTimestampTz(heap_getattr(row, holders_column_expires_at, desc, &isnull));
+    holder.role = DatumGetObjectId(heap_getattr(row, holders_column_role, desc, &isnull));
+    const Datum session = heap_getattr(row, holders_column_session, desc, &isnull);
+    holder.session = isnull ? 0 : DatumGetInt64(session);
+    const Datum value = heap_getattr(row, holders_column_value, desc, &isnull);
+    holder.value = isnull ? nullptr : DatumGetJsonbPCopy(value);
+    return holder;
 }
 
+// The btree index on name alone that lease.holders has now (the script's
+// holders_name, unless a DBA replaced it), found once per relation cache
+// entry; InvalidOid when there is none.
+Oid holders_name_index(Relation holders)
+{
+    if (!lease_relations().holders_by_name_known) {
+        Oid found = InvalidOid;
+        List* indexes = RelationGetIndexList(holders);
+        ListCell* cell;
+        foreach (cell, indexes) {
+            const Relation index = index_open(lfirst_oid(cell), AccessShareLock);
+            if (index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == holders_column_name &&
+                heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
+                index->rd_rel->relam == BTREE_AM_OID)
+                found = RelationGetRelid(index);
+            index_close(index, AccessShareLock);
+        }
+        list_free(indexes);
+        record_holders_by_name(found);
+    }
+    return lease_relations().holders_by_name;
+}
+
+int by_token(const void* a, const void* b)
+{
+    const int64 left = static_cast<const HolderState*>(a)->token;
+    const int64 right = static_cast<const HolderState*>(b)->token;
+    return left < right ? -1 : left > right ? 1 : 0;
+}
+
+}  // namespace
+
+// The holders of a name as lease.holders stands now (committed, or this
+// transaction's), whatever the age of the transaction snapshot: read through
+// the index on name directly, as the fence reads a lease (a table scan when a
+// DBA dropped that index), in token order.
+HolderState* store_holders(const text* name, int* count)
+{
+    const Relation holders = table_open(lease_relations().oids[rel_holders], AccessShareLock);
+    const TupleDesc desc = RelationGetDescr(holders);
+    const Oid by_name = holders_name_index(holders);
+    ScanKeyData key;
+    ScanKeyEntryInitialize(&key, 0, holders_column_name, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(desc, holders_column_name - 1)->attcollation, F_TEXTEQ,
+                           PointerGetDatum(name));
+    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    SysScanDesc scan = systable_beginscan(holders, by_name, OidIsValid(by_name), snapshot, 1, &key);
+    int capacity = 4;
+    *count = 0;
+    HolderState* found = static_cast<HolderState*>(palloc(sizeof(HolderState) * capacity));
+    for (HeapTuple row = systable_getnext(scan); HeapTupleIsValid(row); row = systable_getnext(scan)) {
+        if (*count + 1 == capacity) {
+            capacity *= 2;
+            found = static_cast<HolderState*>(repalloc(found, sizeof(HolderState) * capacity));
+        }
+        found[(*count)++] = holder_from_tuple(row, desc);
+    }
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    table_close(holders, NoLock);
+    qsort(found, *count, sizeof(HolderState), by_token);
+    return found;
+}
 
 // The fence reads a holder once per fenced transaction (as it reads a lease):
 // through the primary key directly, as the caller.
@@ -88,25 +158,8 @@ bool store_holder(int64 token, HolderState* holder)
                                         F_INT8EQ, Int64GetDatum(token));
     const HeapTuple row = systable_getnext(scan.scan);
     const bool found = HeapTupleIsValid(row);
-    if (found) {
-        const TupleDesc desc = RelationGetDescr(scan.table);
-        bool isnull;
-        *holder = HolderState{};
-        holder->token = token;
-        holder->name = copy_text_attribute(row, holders_column_name, desc);
-        const text* mode = DatumGetTextPP(heap_getattr(row, holders_column_mode, desc, &isnull));
-        holder->mode =
-            VARSIZE_ANY_EXHDR(mode) == strlen("semaphore") ? HolderMode::semaphore : HolderMode::shared;
-        const Datum permits = heap_getattr(row, holders_column_permits, desc, &isnull);
-        holder->permits = isnull ? 0 : DatumGetInt32(permits);
-        holder->owner = copy_text_attribute(row, holders_column_owner, desc);
-        holder->expires_at = DatumGetTimestampTz(heap_getattr(row, holders_column_expires_at, desc, &isnull));
-        holder->role = DatumGetObjectId(heap_getattr(row, holders_column_role, desc, &isnull));
-        const Datum session = heap_getattr(row, holders_column_session, desc, &isnull);
-        holder->session = isnull ? 0 : DatumGetInt64(session);
-        const Datum value = heap_getattr(row, holders_column_value, desc, &isnull);
-        holder->value = isnull ? nullptr : DatumGetJsonbPCopy(value);
-    }
+    if (found)
+        *holder = holder_from_tuple(row, RelationGetDescr(scan.table));
     end_key_scan(scan);
     return found;
 }
@@ -214,51 +267,6 @@ constexpr StoredQuery query_holder_release = {
     5,
     {INT8OID, TIMESTAMPTZOID, TEXTOID, REGROLEOID, BOOLOID}};
 
-namespace {
-
-// Whether name has a holder other than token, as lease.holders stands now
-// (committed, or this transaction's): read through its index on name
-// directly, as the fence reads a lease. A release in flight elsewhere still
-// counts, and leaves the mark to the next grant.
-bool other_holders(const text* name, int64 token)
-{
-    const Relation holders = table_open(lease_relations().oids[rel_holders], AccessShareLock);
-    if (!lease_relations().holders_by_name_known) {
-        // Whatever btree index on name alone the table has now (the script's
-        // holders_name, unless a DBA replaced it); none: a scan of the table.
-        Oid found = InvalidOid;
-        List* indexes = RelationGetIndexList(holders);
-        ListCell* cell;
-        foreach (cell, indexes) {
-            const Relation index = index_open(lfirst_oid(cell), AccessShareLock);
-            if (index->rd_index->indnatts == 1 && index->rd_index->indkey.values[0] == holders_column_name &&
-                heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
-                index->rd_rel->relam == BTREE_AM_OID)
-                found = RelationGetRelid(index);
-            index_close(index, AccessShareLock);
-        }
-        list_free(indexes);
-        record_holders_by_name(found);
-    }
-    const Oid by_name = lease_relations().holders_by_name;
-    ScanKeyData key;
-    ScanKeyEntryInitialize(&key, 0, holders_column_name, BTEqualStrategyNumber, InvalidOid,
-                           TupleDescAttr(RelationGetDescr(holders), holders_column_name - 1)->attcollation, F_TEXTEQ,
-                           PointerGetDatum(name));
-    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-    SysScanDesc scan = systable_beginscan(holders, by_name, OidIsValid(by_name), snapshot, 1, &key);
-    bool found = false;
-    for (HeapTuple row = systable_getnext(scan); HeapTupleIsValid(row) && !found; row = systable_getnext(scan)) {
-        bool isnull;
-        found = DatumGetInt64(heap_getattr(row, holders_column_token, RelationGetDescr(holders), &isnull)) != token;
-    }
-    systable_endscan(scan);
-    UnregisterSnapshot(snapshot);
-    table_close(holders, NoLock);
-    return found;
-}
-
-}  // namespace
 
 namespace {
 
@@ -321,8 +329,6 @@ bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid ca
         }
         finish_as_caller(owner_connection);
     }
-    if (released && !other_holders(name, token))
-        store_unmark(name, now);
     return released;
 }
 
@@ -332,15 +338,13 @@ constexpr StoredQuery query_holder_end = {
     1,
     {INT8OID}};
 
-bool store_holder_end(const text* name, int64 token, TimestampTz now)
+bool store_holder_end(int64 token)
 {
     Datum values[1] = {Int64GetDatum(token)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_holder_end, values, nullptr, false);
     const bool ended = SPI_processed == 1;
     finish_as_caller(caller);
-    if (ended && !other_holders(name, token))
-        store_unmark(name, now);
     return ended;
 }
 
@@ -389,7 +393,7 @@ constexpr StoredQuery query_holder_expiry_candidates = {
     "                 OR s.bound_pid IS NOT NULL END"
     " LIMIT 1000",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 HolderState* store_holder_expiry_candidates(TimestampTz now, int* count)
 {

@@ -81,7 +81,7 @@ bool release_holder(const text* name, int64 token, TimestampTz now)
     if (!store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder.owner, &holder.role)) {
         LockRelease(&tag, ShareLock, false);
         if (!callers_live_holder(name, token, now, &holder) || holder.session == 0 ||
-            !store_holder_end(name, token, now))
+            !store_holder_end(token))
             return false;
     }
     record_event(Event::released, name, token, holder.owner, holder.session, holder.role);
@@ -102,7 +102,7 @@ void revoke_holders(const text* name, TimestampTz now)
         TimestampTz expiry;
         int64 bound_session;
         const bool live = grant_live(holder_as_lease(holders[i]), now, &expiry, &bound_session);
-        if (store_holder_end(name, holders[i].token, now) && !live)
+        if (store_holder_end(holders[i].token) && !live)
             record_event(Event::expired, name, holders[i].token, holders[i].owner, holders[i].session,
                          holders[i].role);
     }
@@ -129,7 +129,7 @@ int expire_holders(TimestampTz now)
         }
         if (!store_holder(candidate.token, &holder) ||
             grant_live(holder_as_lease(holder), now, &expiry, &bound_session) ||
-            !store_holder_end(holder.name, holder.token, now)) {
+            !store_holder_end(holder.token)) {
             LockRelease(&tag, ExclusiveLock, false);
             LockRelease(&fence, ExclusiveLock, false);
             continue;
@@ -141,7 +141,7 @@ int expire_holders(TimestampTz now)
     return reported;
 }
 
-int end_session_holders(int64 session, bool was_live, const text* owner, Oid role, TimestampTz now)
+int end_session_holders(int64 session, bool was_live, const text* owner, Oid role)
 {
     int count;
     const HolderState* holders = store_session_holders(session, &count);
@@ -153,7 +153,7 @@ int end_session_holders(int64 session, bool was_live, const text* owner, Oid rol
         (void) LockAcquire(&fence, ShareLock, false, false);
         const LOCKTAG tag = holder_tag(holders[i].token);
         (void) LockAcquire(&tag, ExclusiveLock, false, false);
-        if (!store_holder_end(holders[i].name, holders[i].token, now))
+        if (!store_holder_end(holders[i].token))
             continue;
         if (!was_live)
             record_event(Event::expired, holders[i].name, holders[i].token, owner, session, role);

@@ -27,7 +27,7 @@ int expire_holders(TimestampTz now);
 
 // session_close's part for holders: ends those of the session, reporting
 // them as expired unless the session was live; returns how many were live.
-int end_session_holders(int64 session, bool was_live, const text* owner, Oid role, TimestampTz now);
+int end_session_holders(int64 session, bool was_live, const text* owner, Oid role);
 
 // lease_set_value: true when token is name's live grant (exclusive or a
 // holder's) and value was published.

@@ -7,6 +7,7 @@
 #include "grants.hpp"
 #include "holders.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
 
@@ -59,6 +60,7 @@ void finish_execution(const text* key, int64 token, const char* status, const Js
     if (lease.token == token && lease.owner != nullptr && store_release(key, lease.version, token, now)) {
         record_event(Event::released, key, token, lease.owner, lease.session, lease.role);
         count_event(Counter::releases);
+        observe_hold(lease, now);
         wake_waiters_at_commit(key);
     }
 }

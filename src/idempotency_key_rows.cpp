@@ -97,7 +97,7 @@ constexpr StoredQuery query_prune_keys = {
     "DELETE FROM lease.idempotency_keys"
     " WHERE status OPERATOR(pg_catalog.<>) 'running' AND finished_at OPERATOR(pg_catalog.<=) $1",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 int64 store_prune_keys(TimestampTz cutoff)
 {

@@ -24,6 +24,7 @@ LeaseState read_latest(const text* name)
         state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
         state.owner = copy_text_attribute(row, leases_column_owner, desc);
         state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
+        state.acquired_at = DatumGetTimestampTz(heap_getattr(row, leases_column_acquired_at, desc, &isnull));
         if (desc->natts >= leases_column_session) {
             const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
             state.role = isnull ? InvalidOid : DatumGetObjectId(role);
@@ -177,21 +178,6 @@ RowVersion mark_row(HeapTuple row, TupleDesc columns, void* context)
     changes.set(leases_column_expires_at, TimestampTzGetDatum(DT_NOEND));
     changes.set(leases_column_role, ObjectIdGetDatum(mark.role));
     changes.set_null(leases_column_session);
-    return changes.applied_to(row, columns);
-}
-
-// The end of the mark, once the name's last holder is gone: free since now.
-RowVersion unmark_row(HeapTuple row, TupleDesc columns, void* context)
-{
-    const TimestampTz now = *static_cast<const TimestampTz*>(context);
-    bool free;
-    (void) heap_getattr(row, leases_column_owner, columns, &free);
-    bool isnull;
-    const TimestampTz expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, columns, &isnull));
-    if (!free || expires_at != DT_NOEND)
-        return RowVersion{nullptr, nullptr};
-    ColumnChanges changes = column_changes(columns);
-    changes.set(leases_column_expires_at, TimestampTzGetDatum(now));
     return changes.applied_to(row, columns);
 }
 
@@ -419,27 +405,6 @@ int64 store_mark(const text* name, const ItemPointerData& version_read, const In
     return token;
 }
 
-// unmark($1 name, $2 now)
-constexpr StoredQuery query_unmark = {
-    "UPDATE lease.leases SET expires_at = $2"
-    " WHERE name OPERATOR(pg_catalog.=) $1"
-    "   AND owner IS NULL"
-    "   AND expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
-
-void store_unmark(const text* name, TimestampTz now)
-{
-    TimestampTz at = now;
-    const ItemPointerData look_up = {};
-    if (change_directly(name, look_up, unmark_row, &at) != DirectChange::through_sql)
-        return;
-    Datum values[2] = {PointerGetDatum(name), TimestampTzGetDatum(now)};
-    const CallerIdentity caller = connect_as_lease_owner();
-    run(query_unmark, values, nullptr, false);
-    finish_as_caller(caller);
-}
-
 // revoke($1 name, $2 now)
 constexpr StoredQuery query_revoke = {
     "UPDATE lease.leases"
@@ -480,7 +445,19 @@ bool store_revoke(const text* name, TimestampTz now, int64* token)
 constexpr StoredQuery query_prune = {
     "DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
+
+// prune_marked($1 cutoff): as prune, and the names marked for holders that
+// have none left and no grant since cutoff. (A grant that marks the row
+// meanwhile locks it: the delete then sees its new renewed_at and keeps it.)
+constexpr StoredQuery query_prune_marked = {
+    "DELETE FROM lease.leases AS l"
+    " WHERE l.expires_at OPERATOR(pg_catalog.<=) $1"
+    "    OR (l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+    "        AND l.renewed_at OPERATOR(pg_catalog.<=) $1"
+    "        AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name))",
+    1,
+    {TIMESTAMPTZOID}, Plan::scan};
 
 // prune_sessions($1 cutoff): sessions closed or expired since cutoff
 // that no lease refers to any more, and their pool claims.
@@ -492,21 +469,21 @@ constexpr StoredQuery query_prune_sessions = {
     "  RETURNING s.id)"
     " DELETE FROM lease.pool_claimers AS c USING ended WHERE c.session OPERATOR(pg_catalog.=) ended.id",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 // prune_values: the values of names whose rows are gone.
 constexpr StoredQuery query_prune_values = {
     "DELETE FROM lease.lease_values AS v"
     " WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name)",
     0,
-    {}};
+    {}, Plan::scan};
 
 int64 store_prune(TimestampTz cutoff)
 {
     Datum values[1] = {TimestampTzGetDatum(cutoff)};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_prune, values, nullptr, false);
+    run(catalog_has_holders() ? query_prune_marked : query_prune, values, nullptr, false);
     const int64 pruned = static_cast<int64>(SPI_processed);
     if (catalog_has_sessions())
         run(query_prune_sessions, values, nullptr, false);
@@ -526,7 +503,7 @@ constexpr StoredQuery query_expiry_candidates = {
     "                 OR s.bound_pid IS NOT NULL END"
     " LIMIT 1000",
     1,
-    {TIMESTAMPTZOID}};
+    {TIMESTAMPTZOID}, Plan::scan};
 
 text** store_expiry_candidates(TimestampTz now, int* count)
 {

@@ -36,6 +36,7 @@ struct LeaseState {
     TimestampTz expires_at;
     Oid role;       // InvalidOid: recorded before 1.2
     int64 session;  // 0: not a session lease
+    TimestampTz acquired_at;  // when the current (or last) grant was made
 };
 
 // Reads the latest committed state of one lease (plus this transaction's own
@@ -44,8 +45,11 @@ LeaseState read_latest(const text* name);
 
 // A name whose row has no owner and expires_at 'infinity' may have holders in
 // lease.holders (semaphore permits or shared grants); the row's token is the
-// latest of them. The mark may outlive the last holder (two last releases
-// at once each see the other): it only sends readers to lease.holders.
+// latest of them. The mark outlives the last holder, until the name is
+// granted as a lease, revoked or pruned: it only sends readers to
+// lease.holders, and a release that cleared it would write the name's row
+// (and look for the other holders) every time a semaphore or shared lease
+// falls idle.
 inline bool may_have_holders(const LeaseState& lease)
 {
     return lease.found && lease.owner == nullptr && lease.expires_at == DT_NOEND;
@@ -90,23 +94,22 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
                          const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
                          int64 session);
 // Marks the name's lease row (creating it if need be) with a new token, which
-// it returns; and ends the mark (free since now) when it is still there.
+// it returns.
 int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role);
-void store_unmark(const text* name, TimestampTz now);
 // Extends a live, non-session holder of name that caller (admin: an admin of
 // the extension) acts for, by explicit_expires_at or its ttl; false, changing
 // nothing, otherwise.
 bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
                             Oid caller, bool admin);
-// Ends such a holder, freeing the name when it was the last, and tells who it
-// was; false, changing nothing, otherwise.
+// Ends such a holder and tells who it was; false, changing nothing,
+// otherwise. The name's mark stays (see may_have_holders).
 bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,
                           Oid* role);
-// Deletes the holder; when it was the name's last, clears the name's mark.
-// Call with the name's fence lock held (any mode: a grant that adds a holder
-// holds it in ExclusiveLock), and the holder's lock in ExclusiveLock unless
-// the holder itself ends it.
-bool store_holder_end(const text* name, int64 token, TimestampTz now);
+// Deletes the holder (the name's mark stays). Call with the name's fence
+// lock held (any mode: a grant that adds a holder holds it in
+// ExclusiveLock), and the holder's lock in ExclusiveLock unless the holder
+// itself ends it.
+bool store_holder_end(int64 token);
 // The holders of a session.
 HolderState* store_session_holders(int64 session, int* count);
 // Every holder of the name, deleted (a revoke).

@@ -13,6 +13,7 @@ constexpr uint16 bound_session_lock_kind = 0x4C42;  // "LB" (lease.status knows 
 constexpr uint16 session_watch_lock_kind = 0x4C57;  // "LW"
 constexpr uint16 epoch_lock_kind = 0x4C45;          // "LE"
 constexpr uint16 holder_lock_kind = 0x4C48;         // "LH"
+constexpr uint16 wait_clock_lock_kind = 0x4C54;     // "LT" (lease.metrics knows it as 19540)
 constexpr uint64 lock_hash_seed = 0x6c65617365ULL;
 
 void set_hashed_locktag(LOCKTAG* tag, const text* name, uint16 kind)
@@ -55,6 +56,13 @@ void set_holder_locktag(LOCKTAG* tag, int64 token)
 void set_token_epoch_locktag(LOCKTAG* tag)
 {
     SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, 0, 0, epoch_lock_kind);
+}
+
+void set_wait_clock_locktag(LOCKTAG* tag, TimestampTz start)
+{
+    const uint64 key = static_cast<uint64>(start);
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(key >> 32), static_cast<uint32>(key),
+                         wait_clock_lock_kind);
 }
 
 }  // namespace lease

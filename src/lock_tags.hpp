@@ -33,4 +33,9 @@ void set_holder_locktag(LOCKTAG* tag, int64 token);
 // One lock per database, held only while a new token epoch leaps the sequence.
 void set_token_epoch_locktag(LOCKTAG* tag);
 
+// A waiting acquire's clock (docs/monitoring.md): held in ShareLock at
+// session level while it waits; the key is the moment the wait started
+// (microseconds since 2000-01-01), which pg_locks shows in classid and objid.
+void set_wait_clock_locktag(LOCKTAG* tag, TimestampTz start);
+
 }  // namespace lease

@@ -8,6 +8,7 @@
 #include "grants.hpp"
 #include "holders.hpp"
 #include "lease_store.hpp"
+#include "metrics.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
 
@@ -196,6 +197,7 @@ Datum pool_remove(FunctionCallInfo fcinfo)
     if (live && store_revoke(name, now, &token)) {
         record_event(Event::revoked, name, token, lease.owner, lease.session, GetUserId());
         count_event(Counter::revokes);
+        observe_hold(lease, now);
         wake_waiters_at_commit(name);
         make_tokens_durable();
     }

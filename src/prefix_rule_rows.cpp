@@ -4,7 +4,7 @@
 namespace lease {
 
 // prefix_rules
-constexpr StoredQuery query_prefix_rules = {"SELECT prefix, role FROM lease.prefix_rules", 0, {}};
+constexpr StoredQuery query_prefix_rules = {"SELECT prefix, role FROM lease.prefix_rules", 0, {}, Plan::scan};
 
 PrefixRule* store_prefix_rules(int* count)
 {

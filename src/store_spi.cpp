@@ -15,6 +15,37 @@ struct PreparedPlan {
 
 HTAB* prepared_plans = nullptr;
 
+// Whether the query's generic plan exists and is still valid (spi_priv.h:
+// an SPI plan is a list of plan sources, one for a stored query).
+bool generic_plan_ready(SPIPlanPtr plan)
+{
+    ListCell* cell;
+    foreach (cell, plan->plancache_list) {
+        const CachedPlanSource* source = static_cast<const CachedPlanSource*>(lfirst(cell));
+        if (!source->is_valid || source->gplan == nullptr || !source->gplan->is_valid)
+            return false;
+    }
+    return true;
+}
+
+// Makes the generic plan of a by-key query now, with sequential scans
+// disabled for as long as the planner runs: the plan found a row by its
+// index when the table was small, and goes on doing so as it grows. A table
+// without an index (lease.token_epochs) is still scanned, at the disabled
+// scan's cost, which would make the plan worth compiling with JIT (100 ms
+// for a few rows): JIT is off for these plans.
+void make_generic_plan(SPIPlanPtr plan)
+{
+    const int guc_level = NewGUCNestLevel();
+    (void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    (void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    CachedPlan* generic = SPI_plan_get_cached_plan(plan);
+    if (generic == nullptr)
+        elog(ERROR, "lease: no generic plan for a stored query");
+    ReleaseCachedPlan(generic, CurrentResourceOwner);
+    AtEOXact_GUC(true, guc_level);
+}
+
 SPIPlanPtr plan_for(const StoredQuery& query)
 {
     if (prepared_plans == nullptr) {
@@ -26,7 +57,8 @@ SPIPlanPtr plan_for(const StoredQuery& query)
     const StoredQuery* const key = &query;
     PreparedPlan* entry = static_cast<PreparedPlan*>(hash_search(prepared_plans, &key, HASH_FIND, nullptr));
     if (entry == nullptr) {
-        SPIPlanPtr plan = SPI_prepare(query.sql, query.nargs, const_cast<Oid*>(query.argtypes));
+        const int options = query.plan == Plan::by_key ? CURSOR_OPT_GENERIC_PLAN : 0;
+        SPIPlanPtr plan = SPI_prepare_cursor(query.sql, query.nargs, const_cast<Oid*>(query.argtypes), options);
         if (plan == nullptr)
             elog(ERROR, "lease: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
         if (SPI_keepplan(plan) != 0)
@@ -34,6 +66,10 @@ SPIPlanPtr plan_for(const StoredQuery& query)
         entry = static_cast<PreparedPlan*>(hash_search(prepared_plans, &key, HASH_ENTER, nullptr));
         entry->plan = plan;
     }
+    // First use, or invalidated since (an ANALYZE, a DBA's change of the
+    // table): planned here rather than by the execution.
+    if (query.plan == Plan::by_key && !generic_plan_ready(entry->plan))
+        make_generic_plan(entry->plan);
     return entry->plan;
 }
 

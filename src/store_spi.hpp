@@ -11,10 +11,21 @@ namespace lease {
 // it; run() prepares its plan on first use and finds it again by the object's
 // address. Every name is schema-qualified and every operator is pg_catalog's,
 // so no caller's search_path can redirect these queries.
+//
+// Most of them find their rows by a key (a name, a token, a session) and
+// must do so through its index however small the table was when the plan
+// was made: a plan made while a table had a few rows is a sequential scan,
+// and a cached plan is kept until something invalidates it, so in a
+// long-lived connection it would stay one while the table grows to millions
+// of rows. They are planned once as generic plans with sequential scans
+// disabled (plan_for, run). The few that read a whole table or a range of it
+// (pruning, expiry) say so and are planned as PostgreSQL likes.
+enum class Plan : char { by_key, scan };
 struct StoredQuery {
     const char* sql;
     int nargs;
     Oid argtypes[12];
+    Plan plan = Plan::by_key;
 };
 
 // Runs one query inside an open SPI connection. Under REPEATABLE READ and

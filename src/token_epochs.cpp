@@ -93,6 +93,23 @@ constexpr StoredQuery query_epoch_mark = {
 
 }  // namespace
 
+namespace {
+
+bool synchronous_lease_commit = true;
+
+}  // namespace
+
+void commit_lease_change(LeaseChange change)
+{
+    if (synchronous_lease_commit) {
+        if (change == LeaseChange::grant)
+            ForceSyncCommit();
+        return;
+    }
+    (void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+                             false);
+}
+
 void make_tokens_durable()
 {
     const Relation sequence = relation_open(lease_relations().oids[rel_token_sequence], AccessShareLock);
@@ -175,6 +192,11 @@ void register_token_epoch_callbacks()
 {
     RegisterXactCallback(settle_epoch_at_transaction_end, nullptr);
     RegisterSubXactCallback(forget_epoch_on_subtransaction_abort, nullptr);
+    DefineCustomBoolVariable("lease.synchronous_commit",
+                             "Whether grants, heartbeats and releases wait for their WAL flush.",
+                             "Off: their transactions commit as with synchronous_commit = off; a crash may "
+                             "lose the latest changes, never the fence's safety (docs/operations.md).",
+                             &synchronous_lease_commit, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 }
 
 }  // namespace lease

@@ -13,6 +13,18 @@ namespace lease {
 // token. Flushes WAL up to that record, which is usually flushed already.
 void make_tokens_durable();
 
+// What a change of lease state asks of its transaction's commit
+// (lease.synchronous_commit, docs/operations.md "Asynchronous grants"). On
+// (the default), a grant commits synchronously whatever synchronous_commit
+// says, and a heartbeat or release as synchronous_commit says. Off, each of
+// them sets synchronous_commit = off for its transaction: no WAL flush of
+// its own. Safe for fencing: a fenced write that relies on a grant commits
+// after it, so whatever WAL of that write survives a crash (or reaches a
+// standby) holds the grant too; and the tokens stay unique
+// (make_tokens_durable, which every grant still calls).
+enum class LeaseChange : char { grant, heartbeat_or_release };
+void commit_lease_change(LeaseChange change);
+
 // Call before anything that draws a token. The first time an epoch -- this
 // installation of the extension on this server identity (system identifier,
 // WAL timeline) -- issues tokens, logs it in lease.token_epochs and, if any
@@ -21,7 +33,8 @@ void make_tokens_durable();
 // have issued tokens whose WAL never arrived here.
 void ensure_token_epoch();
 
-// From initialize_lease_store: hooks transaction ends, for the epoch memo.
+// From initialize_lease_store: hooks transaction ends, for the epoch memo,
+// and defines lease.synchronous_commit.
 void register_token_epoch_callbacks();
 
 }  // namespace lease

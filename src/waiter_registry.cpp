@@ -1,6 +1,7 @@
 #include "waiter_registry.hpp"
 
 #include "core.hpp"
+#include "shared_memory.hpp"
 
 namespace lease {
 
@@ -33,61 +34,29 @@ struct WaiterRegistry {
 WaiterRegistry* registry = nullptr;
 bool registry_unavailable = false;
 bool exit_callback_registered = false;
-shmem_request_hook_type previous_shmem_request_hook = nullptr;
-shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
 
 Size registry_size()
 {
     return add_size(offsetof(WaiterRegistry, slots), mul_size(sizeof(WaiterSlot), MaxBackends + 1));
 }
 
-void attach_registry()
+void initialize_registry(void* memory)
 {
-    bool found;
-    registry = static_cast<WaiterRegistry*>(ShmemInitStruct(registry_name, registry_size(), &found));
-    if (!found) {
-        pg_atomic_init_u64(&registry->next_ticket, 1);
-        registry->slot_count = MaxBackends + 1;
-        for (int i = 0; i < registry->slot_count; ++i) {
-            SpinLockInit(&registry->slots[i].mutex);
-            registry->slots[i].waiting = false;
-        }
+    WaiterRegistry* table = static_cast<WaiterRegistry*>(memory);
+    pg_atomic_init_u64(&table->next_ticket, 1);
+    table->slot_count = MaxBackends + 1;
+    for (int i = 0; i < table->slot_count; ++i) {
+        SpinLockInit(&table->slots[i].mutex);
+        table->slots[i].waiting = false;
     }
 }
 
-// The table, attached on first use. A server that did not preload the
-// library has no room reserved for it: it then comes from the spare shared
-// memory, and when there is too little, waits go unrecorded (lease.waiters
-// says nothing about them) rather than failing.
+// The table, attached on first use. Without room for it, waits go
+// unrecorded (lease.waiters says nothing about them) rather than failing.
 WaiterRegistry* waiter_registry()
 {
-    if (registry != nullptr || registry_unavailable)
-        return registry;
-    const MemoryContext caller_context = CurrentMemoryContext;
-    const uint32 interrupt_holdoff = InterruptHoldoffCount;
-    const uint32 cancel_holdoff = QueryCancelHoldoffCount;
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    PG_TRY();
-    {
-        attach_registry();
-    }
-    PG_CATCH();
-    {
-        // Only "out of shared memory" can come here, raised after
-        // ShmemInitStruct let go of its own lock; an ERROR zeroes the
-        // holdoff counts that LWLockAcquire raised, so restore them before
-        // LWLockRelease lowers them again.
-        MemoryContextSwitchTo(caller_context);
-        FlushErrorState();
-        InterruptHoldoffCount = interrupt_holdoff + 1;
-        QueryCancelHoldoffCount = cancel_holdoff;
-        registry = nullptr;
-        registry_unavailable = true;
-        ereport(WARNING, (errmsg("lease.waiters cannot list waiters: too little spare shared memory"),
-                          errhint("Add lease to shared_preload_libraries.")));
-    }
-    PG_END_TRY();
-    LWLockRelease(AddinShmemInitLock);
+    if (registry == nullptr)
+        registry = static_cast<WaiterRegistry*>(attach_shared_area(waiter_registry_area, &registry_unavailable));
     return registry;
 }
 
@@ -104,28 +73,15 @@ void leave_at_exit(int, Datum)
     leave_waiter_registry();
 }
 
-void request_registry_memory()
-{
-    if (previous_shmem_request_hook != nullptr)
-        previous_shmem_request_hook();
-    RequestAddinShmemSpace(registry_size());
-}
-
-void start_registry()
-{
-    if (previous_shmem_startup_hook != nullptr)
-        previous_shmem_startup_hook();
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    attach_registry();
-    LWLockRelease(AddinShmemInitLock);
-}
-
 struct WaiterRow {
     WaiterSlot slot;
     int position;
 };
 
 }  // namespace
+
+const SharedArea waiter_registry_area = {registry_name, registry_size, initialize_registry,
+                                         "lease.waiters cannot list waiters: too little spare shared memory"};
 
 void enter_waiter_registry(const text* name, const text* owner, const char* mode)
 {
@@ -204,16 +160,6 @@ Datum waiter_registry_rows(FunctionCallInfo fcinfo)
         tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
     }
     return static_cast<Datum>(0);
-}
-
-void initialize_waiter_registry()
-{
-    if (!process_shared_preload_libraries_in_progress)
-        return;
-    previous_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = request_registry_memory;
-    previous_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = start_registry;
 }
 
 }  // namespace lease

@@ -8,16 +8,11 @@ namespace lease {
 
 // Records this backend's wait for name (mode: exclusive, shared, semaphore
 // or all) until leave_waiter_registry() or the backend's exit. Without shared
-// memory for the table (see initialize_waiter_registry), records nothing.
+// memory for the table (shared_memory.hpp), records nothing.
 void enter_waiter_registry(const text* name, const text* owner, const char* mode);
 void leave_waiter_registry();
 
 // lease.waiting(): the rows of lease.waiters, for this database.
 Datum waiter_registry_rows(FunctionCallInfo fcinfo);
-
-// From _PG_init: with shared_preload_libraries, reserves the table's shared
-// memory at server start; otherwise the first waiter takes it from the spare
-// shared memory every server keeps for add-ins.
-void initialize_waiter_registry();
 
 }  // namespace lease

@@ -7,16 +7,19 @@
 # default 54343), each round:
 #   1. grants tokens from one ordinary session (synchronous_commit = on);
 #   2. runs several sessions with synchronous_commit = off that grant, revoke,
-#      heartbeat and release in a loop (their heartbeats and releases are
-#      asynchronous commits, i.e. WAL that a crash may lose), and records
-#      every token a client saw;
+#      heartbeat and release in a loop, and take and give back permits of one
+#      semaphore with fewer permits than sessions (their heartbeats and
+#      releases are asynchronous commits, i.e. WAL that a crash may lose), and
+#      records every token a client saw;
 #   3. stops the server with -m immediate (a crash: no checkpoint, no WAL
 #      flush) either while those sessions are still running or right after
 #      they finish, and starts it again;
 #   4. checks that the server went through crash recovery, that every lease
 #      row a client saw granted is still there with its token (or a later
-#      one), that the next grant's token is larger than every token any client
-#      ever saw, and that no token was ever seen twice.
+#      one), that the semaphore has no more live holders than permits and
+#      still has every permit a session saw granted last, that the next
+#      grant's token is larger than every token any client ever saw, and that
+#      no token was ever seen twice.
 #
 # Prints TAP-style "ok N - ..." lines and "crash: P passed, F failed"; exits
 # non-zero on any failure. Run from anywhere, as root or not: bash test/crash/run.sh
@@ -29,6 +32,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54343}
 ROUNDS=${CRASH_ROUNDS:-4}
 SESSIONS=4
+PERMITS=3   # of crash:permits, fewer than SESSIONS: some requests are refused
 
 WORK=$(mktemp -d /tmp/lease-crash-test.XXXXXX)
 
@@ -76,6 +80,14 @@ session_script() {
         if ((i % 7 == 0)); then
             echo "SELECT 'crash:a$k', lease.lease_revoke('crash:a$k');"
         fi
+        # A permit of one semaphore of PERMITS that every session asks for
+        # (a session asking again renews its own), given back now and then.
+        if ((i % 2 == 0)); then
+            echo "SELECT 'crash:permits', lease.semaphore_acquire('crash:permits', 'async$k', $PERMITS, '1 hour');"
+        fi
+        if ((i % 6 == 0)); then
+            echo "SELECT 'crash:returned', (SELECT bool_or(lease.lease_release('crash:permits', h.token)) FROM lease.holders AS h WHERE h.name = 'crash:permits' AND h.owner = 'async$k');"
+        fi
     done
 }
 
@@ -115,7 +127,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 
     # 2. Asynchronous sessions. Odd rounds crash while they run; even rounds
     #    right after the last of them has seen its last token.
-    if ((round % 2 == 1)); then iterations=3000; else iterations=25; fi
+    if ((round % 2 == 1)); then iterations=3000; else iterations=26; fi
     BG_PIDS=()
     for ((k = 1; k <= SESSIONS; k++)); do
         session_script "$k" "$iterations" >"$ROUND_DIR/session$k.sql"
@@ -196,6 +208,34 @@ for ((round = 1; round <= ROUNDS; round++)); do
     report $ok "round $round: the first grant after restart ($probe) is larger than every token any client saw ($max_seen)"
     [[ "$probe" =~ ^[0-9]+$ ]] && echo "crash:probe|$probe" >>"$ALL_SEEN"
 
+    # The semaphore after the crash: never more live holders than permits,
+    # one per session at most; and a session whose last permit line is a
+    # grant still holds that permit, or a later one its next request renewed
+    # it with (a grant's commit is synchronous even with synchronous_commit =
+    # off) -- unless that next request was a release, which may have landed.
+    permits=$(sql -c "SELECT count(*), count(DISTINCT owner) FROM lease.holders
+                       WHERE name = 'crash:permits' AND expires_at > now()" 2>&1 | tr '|' ' ')
+    kept=$(for ((k = 1; k <= SESSIONS; k++)); do
+        # Each permit statement prints one line: a grant (crash:permits|token),
+        # a refusal (crash:permits|) or a release (crash:returned|...).
+        seen=$(grep -cE '^crash:(permits|returned)\|' "$ROUND_DIR/session$k.out")
+        next=$(grep -oE "^SELECT 'crash:(permits|returned)'" "$ROUND_DIR/session$k.sql" | sed -n "$((seen + 1))p")
+        [ "$next" = "SELECT 'crash:returned'" ] && continue
+        grep -E '^crash:(permits|returned)\|' "$ROUND_DIR/session$k.out" | tail -n 1 |
+            sed -nE "s/^crash:permits\|([0-9]+)$/('async$k', \1::bigint)/p"
+    done | paste -sd, -)
+    lost=
+    [ -n "$kept" ] && lost=$(sql -c "SELECT string_agg(v.owner || ' ' || v.token, ', ') FROM (VALUES $kept) AS v(owner, token)
+                                     WHERE NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name = 'crash:permits'
+                                                          AND h.owner = v.owner AND h.token >= v.token)" 2>&1)
+    ok=1
+    read -r held owners <<<"$permits"
+    [[ "$held" =~ ^[0-9]+$ ]] && [ "$held" -le "$PERMITS" ] && [ "$held" = "$owners" ] && ok=0
+    report $ok "round $round: crash:permits has $held live holders after the crash (at most $PERMITS, one per session)" "$permits"
+    ok=1
+    [ -z "$lost" ] && ok=0
+    report $ok "round $round: every permit a session saw granted last is still held, under its token or a renewal's ($(echo "$kept" | grep -o async | wc -l) sessions)" "lost: $lost"
+
     dups=$(cut -d'|' -f2 "$ALL_SEEN" | sort -n | uniq -d | head -10 | paste -sd' ' -)
     ok=1
     [ -z "$dups" ] && ok=0
@@ -231,9 +271,66 @@ ok=1
 report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is not granted again after restart (next: $after)" \
     "log_cnt before the grant: $log_cnt"
 
+# Asynchronous grants (lease.synchronous_commit = off): sessions grant,
+# release and write fenced rows in a loop, the writes with synchronous_commit
+# = off too, so that only the token sequence's own flushes (one per 32
+# tokens) make anything durable, and the server stops mid-flight. Grants a
+# client saw are lost, but no fenced row survives whose grant did not (a
+# row's token always has its grant's 'acquired' row in lease.history,
+# written in the grant's transaction), and no token is handed out twice.
+sql -c "CREATE TABLE crash_fenced (k int, n int, fence_token bigint)" \
+    -c "CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON crash_fenced
+          FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('crash:async{k}')" >/dev/null
+ASYNC_DIR=$WORK/async
+mkdir -p "$ASYNC_DIR"
+BG_PIDS=()
+for ((k = 1; k <= SESSIONS; k++)); do
+    {
+        echo "SET lease.synchronous_commit = off;"
+        echo "SET synchronous_commit = off;"
+        for ((i = 1; i <= 3000; i++)); do
+            echo "SELECT lease.lease_acquire('crash:async$k', 'async$k', '1 hour') AS t \\gset"
+            echo "\\echo crash:async$k|:t"
+            ((i % 4 == 0)) && echo "INSERT INTO crash_fenced VALUES ($k, $i, :t);"
+            ((i % 3 == 0)) && echo "SELECT lease.lease_release('crash:async$k', :t) AS released \\gset"
+        done
+    } >"$ASYNC_DIR/session$k.sql"
+    sql -f "$ASYNC_DIR/session$k.sql" >"$ASYNC_DIR/session$k.out" 2>"$ASYNC_DIR/session$k.err" &
+    BG_PIDS+=($!)
+done
+sleep 1
+cluster_restart_server stop -m immediate
+wait "${BG_PIDS[@]}" 2>/dev/null
+BG_PIDS=()
+cluster_restart_server start
+tokens_of "$ASYNC_DIR"/session*.out >"$ASYNC_DIR/seen"
+cat "$ASYNC_DIR/seen" >>"$ALL_SEEN"
+seen_count=$(wc -l <"$ASYNC_DIR/seen")
+rows=$(sql -c "SELECT count(*) FROM crash_fenced")
+orphans=$(sql -c "SELECT string_agg(f.k || ':' || f.fence_token, ' ') FROM crash_fenced AS f
+                   WHERE NOT EXISTS (SELECT FROM lease.history AS h
+                                      WHERE h.event = 'acquired' AND h.name = 'crash:async' || f.k
+                                        AND h.token = f.fence_token)" 2>&1)
+sql -c "CREATE TABLE crash_async_seen (name text, token bigint)" \
+    -c "\\copy crash_async_seen FROM '$ASYNC_DIR/seen' WITH (DELIMITER '|')" >/dev/null
+lost_grants=$(sql -c "SELECT count(*) FROM crash_async_seen AS v
+                       WHERE NOT EXISTS (SELECT FROM lease.history AS h WHERE h.event = 'acquired'
+                                            AND h.name = v.name AND h.token = v.token)" 2>&1)
+ok=1
+[ "$seen_count" -gt 0 ] && [ "$rows" -gt 0 ] && [ -z "$orphans" ] && ok=0
+report $ok "asynchronous grants: $seen_count grants seen, $lost_grants of them lost in the crash; every one of the $rows fenced rows that survived carries the token of a grant that survived" \
+    "fenced rows without their grant: $orphans; session errors: $(cat "$ASYNC_DIR"/session*.err | sort | uniq -c | head -3)"
+max_seen=$(max_token "$ALL_SEEN")
+probe=$(sql -c "SELECT lease.lease_acquire('crash:probe', 'probe', '1 hour')" 2>&1)
+dups=$(cut -d'|' -f2 "$ALL_SEEN" | sort -n | uniq -d | head -10 | paste -sd' ' -)
+ok=1
+[[ "$probe" =~ ^[0-9]+$ ]] && [ "$probe" -gt "$max_seen" ] && [ -z "$dups" ] && ok=0
+report $ok "asynchronous grants: the first grant after the crash ($probe) is above every token a client saw ($max_seen), none seen twice" \
+    "duplicates: $dups"
+
 # After every crash and restart, the tables and their indexes are intact.
 lease_tables_intact
-report $? "amcheck after the crashes: verify_heapam finds nothing in lease.leases and lease.history, bt_index_check(heapallindexed) passes every index ($AMCHECK_VERDICT)"
+report $? "amcheck after the crashes: verify_heapam finds nothing in lease.leases, lease.history and lease.holders, bt_index_check(heapallindexed) passes every index ($AMCHECK_VERDICT)"
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary crash

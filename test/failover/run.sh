@@ -15,7 +15,10 @@
 #   sync    synchronous_standby_names names the standby; sessions use
 #           synchronous_commit = on (one remote_apply). The primary is stopped
 #           with -m immediate while they run; the standby is promoted. Nothing
-#           a client was told about may be missing on the new primary.
+#           a client was told about may be missing on the new primary, but
+#           the grants of the one session that grants asynchronously
+#           (lease.synchronous_commit = off), whose fenced rows must still all
+#           have their grants there.
 #   async   no synchronous standby. A first batch of grants replicates; then the
 #           standby is cut off (its primary_conninfo is pointed at a socket that
 #           does not exist and reloaded, which ends its walreceiver; the test
@@ -226,16 +229,19 @@ EOF
     wait_until "$TIMEOUT" standby_caught_up "$primary" "$standby"
 }
 
-# workload_script K ITERATIONS TAG SYNCHRONOUS_COMMIT: one client session.
-# It prints "grant|name|token" and "revoke|name|token" for every token it
-# receives and "write|id|token" for every fenced row it was told is committed.
+# workload_script K ITERATIONS TAG SYNCHRONOUS_COMMIT [async]: one client
+# session. It prints "grant|name|token" and "revoke|name|token" for every
+# token it receives and "write|id|token" for every fenced row it was told is
+# committed; with "async", it grants with lease.synchronous_commit = off and
+# prints "agrant|name|token" for those grants, which a failover may lose.
 workload_script() {
-    local k=$1 iterations=$2 tag=$3 sc=$4 i
+    local k=$1 iterations=$2 tag=$3 sc=$4 async=${5:-} i grant=grant
     echo "SET synchronous_commit = $sc;"
+    [ -n "$async" ] && echo "SET lease.synchronous_commit = off;" && grant=agrant
     for ((i = 1; i <= iterations; i++)); do
         echo '\unset tok'
         echo "SELECT lease.lease_acquire('job:w$k', 'worker$k', '1 hour') AS tok \\gset"
-        echo "\\echo grant|job:w$k|:tok"
+        echo "\\echo $grant|job:w$k|:tok"
         echo "INSERT INTO work_log (job, fence_token, tag) VALUES ('w$k', :tok, '$tag') RETURNING 'write|' || id || '|' || fence_token;"
         ((i % 3 == 0)) && echo "SELECT lease.lease_heartbeat('job:w$k', :tok);"
         ((i % 4 == 0)) && echo "SELECT 'grant|job:shared|' || t FROM lease.lease_acquire('job:shared', 'worker$k', '1 millisecond') AS t WHERE t IS NOT NULL;"
@@ -245,7 +251,9 @@ workload_script() {
 }
 
 # run_workload NODE DIR ITERATIONS TAG [background]: SESSIONS sessions; with
-# "background", leaves them running (pids in BG_PIDS).
+# "background", leaves them running (pids in BG_PIDS). Session
+# ASYNC_GRANTS_SESSION (none when 0) grants asynchronously.
+ASYNC_GRANTS_SESSION=0
 run_workload() {
     local node=$1 dir=$2 iterations=$3 tag=$4 background=${5:-} k sc
     mkdir -p "$dir"
@@ -253,7 +261,8 @@ run_workload() {
     for ((k = 1; k <= SESSIONS; k++)); do
         # One session in four waits for the standby to apply its commits.
         if ((k == 1)); then sc=remote_apply; else sc=on; fi
-        workload_script "$k" "$iterations" "$tag" "$sc" >"$dir/session$k.sql"
+        workload_script "$k" "$iterations" "$tag" "$sc" $([ "$k" = "$ASYNC_GRANTS_SESSION" ] && echo async) \
+            >"$dir/session$k.sql"
     done
     for ((k = 1; k <= SESSIONS; k++)); do
         psql -X -q -A -t -h "$WORK/$node" -p "${NODE_PORT[$node]}" -U postgres -d postgres \
@@ -265,9 +274,13 @@ run_workload() {
     BG_PIDS=()
 }
 
-# tokens_of FILES...: "name|token" of every token received.
+# tokens_of FILES...: "name|token" of every token received (but from
+# asynchronous grants); async_tokens_of: of those.
 tokens_of() {
     grep -h -E '^(grant|revoke)\|[^|]+\|[0-9]+$' "$@" 2>/dev/null | cut -d'|' -f2,3
+}
+async_tokens_of() {
+    grep -h -E '^agrant\|[^|]+\|[0-9]+$' "$@" 2>/dev/null | cut -d'|' -f2,3
 }
 # writes_of FILES...: "id|token" of every fenced row acknowledged.
 writes_of() {
@@ -396,13 +409,17 @@ if setup_pair sync_primary sync_standby sync; then
     waiters=$(nsql sync_standby -c "SELECT count(*) FROM lease.waiters" 2>&1)
     check "sync: on the hot standby, lease.waiters answers ($waiters)" "" [ "$waiters" = 0 ]
 
-    # Stop the primary while four sessions are granting and writing.
+    # Stop the primary while four sessions are granting and writing, one of
+    # them with asynchronous grants (lease.synchronous_commit = off).
+    ASYNC_GRANTS_SESSION=$SESSIONS
     run_workload sync_primary "$S/run" 5000 sync background
+    ASYNC_GRANTS_SESSION=0
     wait_until "$TIMEOUT" nsql_true sync_primary "SELECT count(*) >= 300 FROM work_log"
     node_ctl sync_primary stop -m immediate
     wait "${BG_PIDS[@]}" 2>/dev/null
     BG_PIDS=()
     tokens_of "$S"/run/session*.out | cat - "$S/applied" >"$S/tokens"
+    async_tokens_of "$S"/run/session*.out | cat - "$S/tokens" >"$S/all_tokens"
     writes_of "$S"/run/session*.out >"$S/writes"
     cut_off=$(grep -l -i -E 'connection|terminat|server closed' "$S"/run/session*.err | wc -l)
     check "sync: $(count_lines "$S/tokens") tokens and $(count_lines "$S/writes") fenced writes received before an immediate stop of the primary that cut off $cut_off of $SESSIONS sessions mid-flight" \
@@ -422,6 +439,14 @@ if setup_pair sync_primary sync_standby sync; then
     missing_writes=$(nsql_seen sync_standby "$S/writes" "$WRITES" "SELECT count(*) FROM seen AS v
                                      WHERE NOT EXISTS (SELECT FROM work_log AS w WHERE w.id = v.id)" 2>&1)
     check "sync: every fenced write a client was told is committed is on the new primary (missing: $missing_writes)" "" [ "$missing_writes" = 0 ]
+    # Asynchronous grants may be lost with the primary; a fenced row never
+    # outlives its grant (the grant's 'acquired' row in lease.history).
+    orphans=$(nsql sync_standby -c "SELECT count(*) FILTER (WHERE NOT EXISTS (
+                                        SELECT FROM lease.history AS h WHERE h.event = 'acquired'
+                                           AND h.name = 'job:' || w.job AND h.token = w.fence_token)) || '|' || count(*)
+                                      FROM work_log AS w WHERE w.job = 'w$SESSIONS'" 2>&1)
+    check "sync: of the $(count_lines "$S/all_tokens") tokens, $(($(count_lines "$S/all_tokens") - $(count_lines "$S/tokens"))) came from asynchronous grants; each of their ${orphans##*|} fenced rows on the new primary has its grant there (without: ${orphans%%|*})" \
+        "" [ "${orphans%%|*}" = 0 -a "${orphans##*|}" -gt 0 ]
     check "sync: control: even before any leap, the new primary's token sequence ($seq_before) is past every token received ($max_old)" \
         "" [ "$seq_before" -ge "$max_old" ]
     # The leases themselves failed over: a holder whose grant is still current keeps it.
@@ -432,7 +457,7 @@ if setup_pair sync_primary sync_standby sync; then
     check "sync: every holder whose grant is still current on the new primary can heartbeat it (held|heartbeats true: $out)" \
         "" [ "${out%%|*}" = "${out##*|}" -a "${out%%|*}" != 0 ]
     echo "# figure: sync: $(count_lines "$S/tokens") tokens and $(count_lines "$S/writes") fenced writes received, none lost; sequence on the promoted standby $seq_before >= largest token received $max_old"
-    after_failover sync sync_standby "$S/tokens" "$seq_before"
+    after_failover sync sync_standby "$S/all_tokens" "$seq_before"
 else
     report 1 "sync: primary and streaming synchronous standby" "$(tail -20 "$WORK"/sync_*/server.log 2>/dev/null)"
 fi

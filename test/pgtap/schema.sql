@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(137);
+SELECT plan(139);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -12,7 +12,8 @@ SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'se
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
                                      'stat_revokes', 'stat_fence_rejections'],
     'lease holds exactly the documented sequences: tokens, the epoch mark, session ids and the counters');
-SELECT views_are('lease', ARRAY['status', 'stats', 'waiters'], 'lease holds exactly three views, status, stats and waiters');
+SELECT views_are('lease', ARRAY['status', 'stats', 'waiters', 'metrics'],
+    'lease holds exactly four views, status, stats, waiters and metrics');
 SELECT functions_are('lease',
     ARRAY['lease_acquire', 'lease_heartbeat', 'lease_release', 'lease_revoke', 'fenced_write', 'fence_trigger',
           'set_fence_token', 'prune', 'acquire_wait', 'session_open', 'session_keepalive', 'session_close',
@@ -20,8 +21,8 @@ SELECT functions_are('lease',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
           'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events', 'semaphore_acquire',
           'lease_acquire_shared', 'lease_acquire_all', 'lease_set_value', 'leader', 'session_acquire_shared',
-          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'events_horizon'],
-    'lease holds exactly the thirty-eight documented functions and procedures');
+          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'events_horizon'],
+    'lease holds exactly the thirty-nine documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -51,6 +52,12 @@ SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'ow
 SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
 SELECT columns_are('lease', 'stats',
     ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
+-- What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md).
+SELECT columns_are('lease', 'metrics',
+    ARRAY['datname', 'held', 'waiters', 'oldest_wait_seconds', 'sessions_live', 'token_epoch', 'grants_total',
+          'denials_total', 'takeovers_total', 'releases_total', 'revokes_total', 'expiries_total',
+          'fence_rejections_total', 'wait_seconds', 'wait_seconds_bucket', 'wait_seconds_sum', 'wait_seconds_count',
+          'hold_seconds', 'hold_seconds_bucket', 'hold_seconds_sum', 'hold_seconds_count']);
 
 -- Pools: each claimer's held count, the claim index and autovacuum settings
 -- that keep claim and surplus short (docs/reference.md, "Pools").
@@ -115,8 +122,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 38,
-    'no overloads: exactly thirty-eight functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 39,
+    'no overloads: exactly thirty-nine functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
@@ -191,9 +198,15 @@ SELECT volatility_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'volatil
 SELECT volatility_is('lease', 'lease_revoke', ARRAY['text'], 'volatile');
 SELECT volatility_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'volatile');
 SELECT volatility_is('lease', 'fence_trigger', ARRAY[]::text[], 'volatile');
+-- But lease.metric_figures(), which only reads shared memory: an unsafe
+-- function would keep lease.metrics from counting held leases with parallel
+-- workers (docs/monitoring.md).
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
-    'every lease function is PARALLEL UNSAFE')
-  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u';
+    'every lease function but metric_figures is PARALLEL UNSAFE')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u'
+                   AND p.oid <> 'lease.metric_figures()'::regprocedure;
+SELECT is(p.proparallel, 's', 'lease.metric_figures() is PARALLEL SAFE')
+  FROM pg_proc p WHERE p.oid = 'lease.metric_figures()'::regprocedure;
 
 -- Non-STRICT: a NULL argument must raise 22004, not quietly return NULL.
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,

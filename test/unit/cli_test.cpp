@@ -153,6 +153,21 @@ TEST(CommandLine, History)
     EXPECT_EQ(parse({"history", "job"}).limit, std::nullopt);
 }
 
+TEST(CommandLine, Top)
+{
+    const Options options = parse({"top", "--once", "--json", "--interval", "500ms", "--limit", "5"});
+    EXPECT_EQ(options.command, Command::top);
+    EXPECT_TRUE(options.once);
+    EXPECT_TRUE(options.json);
+    EXPECT_EQ(options.interval, Milliseconds(500));
+    EXPECT_EQ(options.limit, 5);
+    EXPECT_FALSE(parse({"top"}).once);
+    EXPECT_EQ(parse({"top"}).interval, std::nullopt);
+    EXPECT_EQ(usage_error({"top", "--interval", "50ms"}), "--interval must be at least 100ms");
+    EXPECT_EQ(usage_error({"top", "job"}), "unexpected argument \"job\" for top");
+    EXPECT_EQ(usage_error({"list", "--once"}), "--once does not apply to list");
+}
+
 TEST(CommandLine, HelpAndVersion)
 {
     EXPECT_EQ(parse({"--help"}).command, Command::help);
