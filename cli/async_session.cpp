@@ -163,8 +163,16 @@ CallResult AsyncSession::finish_call(BootTime deadline, OnInterrupt on_interrupt
             first = std::move(next);
     }
     const ExecStatusType status = first ? PQresultStatus(first.get()) : PGRES_FATAL_ERROR;
-    if (status == PGRES_TUPLES_OK && PQntuples(first.get()) == 1)
-        return {CallResult::Status::ok, field(first.get(), 0, 0), {}};
+    if (status == PGRES_TUPLES_OK) {
+        CallResult result{CallResult::Status::ok,
+                          PQntuples(first.get()) == 1 ? field(first.get(), 0, 0) : std::nullopt, {}};
+        for (int row = 0; row < PQntuples(first.get()); ++row) {
+            result.rows.emplace_back();
+            for (int column = 0; column < PQnfields(first.get()); ++column)
+                result.rows.back().push_back(field(first.get(), row, column));
+        }
+        return result;
+    }
     if (status == PGRES_COMMAND_OK)
         return {CallResult::Status::ok, std::nullopt, {}};
     if (PQstatus(conn_.get()) == CONNECTION_BAD)
@@ -177,7 +185,7 @@ void AsyncSession::collect_notifications()
     if (!conn_)
         return;
     while (PGnotify* notification = PQnotifies(conn_.get())) {
-        notifications_.emplace_back(notification->extra);
+        notifications_.push_back({notification->relname, notification->extra});
         PQfreemem(notification);
     }
 }
@@ -200,9 +208,20 @@ CallResult AsyncSession::idle(std::optional<BootTime> deadline)
     return ok;
 }
 
-std::vector<std::string> AsyncSession::take_notifications()
+void AsyncSession::drop()
 {
-    std::vector<std::string> taken;
+    collect_notifications();
+    conn_.reset();
+}
+
+int AsyncSession::backend_pid() const
+{
+    return conn_ ? PQbackendPID(conn_.get()) : 0;
+}
+
+std::vector<Notification> AsyncSession::take_notifications()
+{
+    std::vector<Notification> taken;
     taken.swap(notifications_);
     return taken;
 }

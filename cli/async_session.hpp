@@ -18,8 +18,16 @@ struct CallResult {
     Status status;
     std::optional<std::string> value;  // when ok: the first column of the one row, nullopt for none or NULL
     std::string message;               // when not ok
+    // when ok: every row, each field's text or nullopt for NULL
+    std::vector<std::vector<std::optional<std::string>>> rows = {};
 
     bool ok() const { return status == Status::ok; }
+};
+
+// A notification: its channel and payload.
+struct Notification {
+    std::string channel;
+    std::string payload;
 };
 
 // What a call does when `interrupted` says true while it waits for the server.
@@ -52,8 +60,15 @@ public:
     // otherwise ok. Without a connection it just waits.
     CallResult idle(std::optional<BootTime> deadline);
 
-    // The payloads of the notifications received so far, oldest first.
-    std::vector<std::string> take_notifications();
+    // The notifications received so far, oldest first.
+    std::vector<Notification> take_notifications();
+
+    // The server process of the connection (PQbackendPID), 0 without one.
+    int backend_pid() const;
+
+    // Closes the connection (keeping the notifications received on it); the
+    // next call connects again.
+    void drop();
 
 private:
     // Nothing when the wait ended because the socket is ready; otherwise why it ended.
@@ -75,7 +90,7 @@ private:
     // been cancelled, how long to wait for its outcome.
     OnInterrupt on_interrupt_ = OnInterrupt::abandon;
     std::optional<BootTime> cancel_deadline_;
-    std::vector<std::string> notifications_;
+    std::vector<Notification> notifications_;
 };
 
 }  // namespace pg_lease

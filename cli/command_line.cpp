@@ -2,6 +2,7 @@
 
 #include "timing.hpp"
 
+#include <cctype>
 #include <charconv>
 
 namespace pg_lease {
@@ -22,7 +23,7 @@ Usage:
   pg_lease leader NAME [--json]
   pg_lease set-value NAME TOKEN JSON [--json]
   pg_lease waiters [NAME] [--json]
-  pg_lease watch [PREFIX] [--json]
+  pg_lease watch [PREFIX] [--since XID/N|TIME] [--json]
   pg_lease history NAME [--limit N] [--json]
   pg_lease top [--interval 2s] [--limit 10] [--once] [--json]
   pg_lease pool put POOL NAME [--state JSON] [--json]
@@ -57,6 +58,7 @@ enum OptionFlag : unsigned {
     all_flag = 4096,
     once_flag = 8192,
     interval_flag = 16384,
+    since_flag = 32768,
 };
 
 struct CommandSpec {
@@ -83,7 +85,7 @@ const std::vector<CommandSpec>& command_specs()
         {"revoke", Command::revoke, {"NAME"}, dbname_flag | json_flag},
         {"status", Command::status, {"NAME"}, dbname_flag | json_flag},
         {"list", Command::list, {}, dbname_flag | json_flag},
-        {"watch", Command::watch, {"PREFIX"}, dbname_flag | json_flag, true},
+        {"watch", Command::watch, {"PREFIX"}, dbname_flag | json_flag | since_flag, true},
         {"history", Command::history, {"NAME"}, dbname_flag | limit_flag | json_flag},
         {"leader", Command::leader, {"NAME"}, dbname_flag | json_flag},
         {"set-value", Command::set_value, {"NAME", "TOKEN", "JSON"}, dbname_flag | json_flag},
@@ -116,7 +118,21 @@ const OptionSpec option_specs[] = {
     {"--all", all_flag, false},
     {"--once", once_flag, false},
     {"--interval", interval_flag, true},
+    {"--since", since_flag, true},
 };
+
+// A time for watch --since starts with a date, 2026-12-02; the server reads
+// the rest (a timestamptz).
+bool starts_with_date(const std::string& value)
+{
+    static const char shape[] = "dddd-dd-dd";
+    if (value.size() < sizeof(shape) - 1)
+        return false;
+    for (std::size_t i = 0; i + 1 < sizeof(shape); ++i)
+        if (shape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(value[i])) : value[i] != shape[i])
+            return false;
+    return true;
+}
 
 Milliseconds duration_option(const std::string& option, const std::string& value)
 {
@@ -187,6 +203,15 @@ void set_option(Options& options, const OptionSpec& spec, const std::string& val
         options.permits = static_cast<std::int32_t>(*permits);
         break;
     }
+    case since_flag:
+        if ((options.since_position = parse_event_position(value)))
+            break;
+        if (!starts_with_date(value))
+            throw UsageError("invalid --since \"" + value +
+                             "\" (expected a position XID/N as watch prints it, or a time such as "
+                             "2026-12-02T03:00:00Z)");
+        options.since_time = value;
+        break;
     case shared_flag:
     case all_flag:
         break;  // the kind of grant: parse_command_line, once every option is known

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "duration.hpp"
+#include "lease_event.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -53,6 +54,10 @@ struct Options {
     std::optional<std::string> owner;       // run, acquire
     bool bind = false;                      // run: hold the lease in a connection-bound session
     std::optional<std::string> prefix;      // watch: only names that start with it
+    // watch --since: replay from lease.history after this position, or from
+    // this time (ISO 8601, checked by the server) on
+    std::optional<EventPosition> since_position;
+    std::optional<std::string> since_time;
     std::optional<std::int64_t> limit;      // history: only the newest this many; top: rows per table
     bool once = false;                      // top: one frame, then exit
     std::optional<Milliseconds> interval;   // top: between frames (and the two samples of --once)

@@ -39,7 +39,30 @@ std::optional<std::optional<std::int64_t>> integer_field(const JsonFields& field
     return std::optional<std::int64_t>(value);
 }
 
+// An unsigned decimal number, the whole of text.
+template <typename Number>
+std::optional<Number> decimal(std::string_view text)
+{
+    Number value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || text[0] == '-' || text[0] == '+' || error != std::errc() || end != text.data() + text.size())
+        return std::nullopt;
+    return value;
+}
+
 }  // namespace
+
+std::optional<EventPosition> parse_event_position(std::string_view text)
+{
+    const std::size_t slash = text.find('/');
+    if (slash == std::string_view::npos)
+        return std::nullopt;
+    const auto xid = decimal<std::uint64_t>(text.substr(0, slash));
+    const auto ordinal = decimal<std::int64_t>(text.substr(slash + 1));
+    if (!xid || !ordinal)
+        return std::nullopt;
+    return EventPosition{*xid, *ordinal};
+}
 
 std::optional<LeaseEvent> parse_lease_event(std::string_view payload)
 {
@@ -60,6 +83,16 @@ std::optional<LeaseEvent> parse_lease_event(std::string_view payload)
         if (omitted->second.kind != JsonScalar::Kind::boolean)
             return std::nullopt;
         parsed.value_omitted = omitted->second.text == "true";
+    }
+    // "position": "XID/N", or null (no history); absent from older servers.
+    if (const auto position = fields->find("position"); position != fields->end()) {
+        if (position->second.kind == JsonScalar::Kind::string) {
+            parsed.position = parse_event_position(position->second.text);
+            if (!parsed.position)
+                return std::nullopt;
+        } else if (position->second.kind != JsonScalar::Kind::null) {
+            return std::nullopt;
+        }
     }
     return parsed;
 }
@@ -90,6 +123,8 @@ std::string event_line(const LeaseEvent& event)
         line += " owner=" + display_word(*event.owner);
     if (event.session)
         line += " session=" + std::to_string(*event.session);
+    if (event.position)
+        line += " position=" + event.position->str();
     if (event.value)
         line += " value=" + *event.value;
     if (event.value_omitted)

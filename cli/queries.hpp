@@ -83,4 +83,19 @@ inline constexpr const char* history =
 // only while someone watches, by default).
 inline constexpr const char* listen = "SELECT lease.listen_events()";
 
+// watch resumes (docs/concepts.md, "Events and history"): whether the server
+// has positions (1.4); the horizon, sent to this connection on channel
+// lease_horizon_<pid> too ($1: first wait for the transactions in progress);
+// the events after a position ($1, $2) or since a time ($3), in the order of
+// their positions, in the column order watch reads.
+inline constexpr const char* has_positions =
+    "SELECT pg_catalog.to_regprocedure('lease.events_horizon(boolean)') IS NOT NULL";
+inline constexpr const char* events_horizon = "SELECT lease.events_horizon($1::pg_catalog.bool)";
+inline constexpr const char* events_after =
+    "SELECT xid::pg_catalog.text, ordinal, event, name, token, owner, session FROM lease.history "
+    "WHERE CASE WHEN $3::pg_catalog.timestamptz IS NULL "
+    "           THEN (xid, ordinal) > ($1::pg_catalog.xid8, $2::pg_catalog.int8) "
+    "           ELSE at >= $3::pg_catalog.timestamptz END "
+    "ORDER BY xid, ordinal";
+
 }  // namespace pg_lease::sql

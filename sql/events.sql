@@ -139,6 +139,31 @@ SET lease.history_retention = '0';
 SELECT lease.prune_history() AS pruned_at_0;
 RESET lease.history_retention;
 
+-- Positions (xid, ordinal): a transaction's events share its ID and are numbered from 1 in
+-- the order it wrote them; a later transaction's ID is larger. The horizon is past every
+-- committed event; it cannot be NULL, and it cannot settle inside a transaction that wrote
+-- (25001: it would wait for itself).
+BEGIN;
+SELECT lease.lease_acquire('pos-a', 'w1') IS NOT NULL AS granted, lease.lease_acquire('pos-b', 'w1') IS NOT NULL AS granted;
+SELECT lease.lease_revoke('pos-a') IS NOT NULL AS revoked;
+SELECT ordinal, event, name, xid = pg_current_xact_id() AS this_transaction
+  FROM lease.history WHERE name LIKE 'pos-%' ORDER BY xid, ordinal;
+COMMIT;
+SELECT lease.lease_acquire('pos-c', 'w1') IS NOT NULL AS granted;
+SELECT h.ordinal, h.xid > (SELECT max(xid) FROM lease.history WHERE name = 'pos-a') AS later_transaction
+  FROM lease.history AS h WHERE name = 'pos-c';
+-- (Not listening on lease_horizon_<pid> at commit: psql would print the pid.)
+BEGIN;
+SELECT lease.events_horizon() > (SELECT max(xid) FROM lease.history) AS horizon_past_every_event,
+       lease.events_horizon(true) > (SELECT max(xid) FROM lease.history) AS settled_horizon_too;
+UNLISTEN *;
+COMMIT;
+SELECT pg_temp.outcome($$SELECT lease.events_horizon(NULL)$$) AS null_settle;
+BEGIN;
+SELECT lease.lease_acquire('pos-d', 'w1') IS NOT NULL AS granted;
+SELECT pg_temp.outcome($$SELECT lease.events_horizon(true)$$) AS settle_after_writing;
+ROLLBACK;
+
 -- Only a superuser may change the settings; every role may read history and stats.
 CREATE ROLE regress_lease_events_app;
 SET ROLE regress_lease_events_app;

@@ -169,3 +169,24 @@ COMMENT ON VIEW lease.metrics IS
     'What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md): leases held, waiters and the oldest wait, live sessions, the token epoch, the event counters and the wait and hold histograms (bucket bounds in seconds, cumulative counts, sum, count).';
 
 GRANT SELECT ON lease.metrics TO PUBLIC;
+
+-- Every event gets a position: (xid, ordinal). Rows written before 1.4 come
+-- first (xid 0), numbered in the order their times and tokens give.
+ALTER TABLE lease.history ADD COLUMN xid xid8, ADD COLUMN ordinal bigint;
+UPDATE lease.history AS h SET xid = '0', ordinal = o.ordinal
+  FROM (SELECT ctid AS row_id,
+               pg_catalog.row_number() OVER (ORDER BY at, token, ctid) AS ordinal
+          FROM lease.history) AS o
+ WHERE h.ctid OPERATOR(pg_catalog.=) o.row_id;
+ALTER TABLE lease.history ALTER COLUMN xid SET NOT NULL, ALTER COLUMN ordinal SET NOT NULL;
+
+COMMENT ON TABLE lease.history IS
+    'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history(). (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
+
+CREATE FUNCTION lease.events_horizon(settle boolean DEFAULT false)
+RETURNS xid8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_events_horizon';
+
+COMMENT ON FUNCTION lease.events_horizon(boolean) IS
+    'The oldest transaction still in progress: every event whose position''s xid is older is in lease.history and was sent. Also sent to this connection on channel lease_horizon_<pid> (listened here), behind every event it covers. settle: first wait for every transaction that had an ID when the call began.';

@@ -185,11 +185,13 @@ CREATE TABLE lease.history (
     token   bigint,
     owner   text,
     session bigint,
-    role    regrole
+    role    regrole,
+    xid     xid8        NOT NULL,
+    ordinal bigint      NOT NULL
 );
 
 COMMENT ON TABLE lease.history IS
-    'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history().';
+    'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history(). (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
 
 CREATE INDEX history_name_at ON lease.history (name, at);
 
@@ -774,3 +776,15 @@ COMMENT ON VIEW lease.metrics IS
     'What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md): leases held, waiters and the oldest wait, live sessions, the token epoch, the event counters and the wait and hold histograms (bucket bounds in seconds, cumulative counts, sum, count).';
 
 GRANT SELECT ON lease.metrics TO PUBLIC;
+
+
+-- Resuming watchers (docs/concepts.md, "Events and history"): every event has
+-- a position, (xid, ordinal) of its lease.history row, also sent as
+-- "position" in its notification.
+CREATE FUNCTION lease.events_horizon(settle boolean DEFAULT false)
+RETURNS xid8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'lease_events_horizon';
+
+COMMENT ON FUNCTION lease.events_horizon(boolean) IS
+    'The oldest transaction still in progress: every event whose position''s xid is older is in lease.history and was sent. Also sent to this connection on channel lease_horizon_<pid> (listened here), behind every event it covers. settle: first wait for every transaction that had an ID when the call began.';

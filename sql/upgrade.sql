@@ -72,3 +72,20 @@ SELECT description FROM objects WHERE source = 'fresh'
  ORDER BY 1;
 
 DROP EXTENSION lease;
+
+-- 1.4 gives every history row a position (xid, ordinal): the rows of 1.3 come
+-- first (xid 0), numbered in the order of their times and tokens; a row
+-- written after the update has its transaction's ID and its number in it.
+CREATE EXTENSION lease VERSION '1.3';
+SELECT lease.lease_acquire('old', 'w1', '1 minute') AS old_token \gset
+SELECT lease.lease_release('old', :old_token);
+SELECT lease.lease_acquire('old', 'w2', '1 minute') IS NOT NULL AS granted;
+ALTER EXTENSION lease UPDATE TO '1.4';
+SELECT xid, ordinal, event, owner FROM lease.history ORDER BY xid, ordinal;
+BEGIN;
+SELECT lease.lease_acquire('new', 'w3', '1 minute') IS NOT NULL AS granted;
+SELECT lease.lease_revoke('new') IS NOT NULL AS revoked;
+SELECT xid = pg_current_xact_id() AS this_transaction, ordinal, event, owner
+  FROM lease.history WHERE xid <> '0' ORDER BY xid, ordinal;
+COMMIT;
+DROP EXTENSION lease;

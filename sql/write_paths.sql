@@ -169,7 +169,8 @@ BEGIN
         SELECT path, to_jsonb(l) - 'ttl' - 'acquired_at' - 'renewed_at' - 'expires_at'
                      || jsonb_build_object('live', l.expires_at > now())
           FROM lease.leases AS l;
-    INSERT INTO final_history SELECT path, to_jsonb(h) - 'at' FROM lease.history AS h;
+    -- Positions: the same ordinals on both paths; each path ran in its own transaction.
+    INSERT INTO final_history SELECT path, to_jsonb(h) - 'at' - 'xid' FROM lease.history AS h;
     PERFORM pg_catalog.set_config('lease.force_sql_path', 'off', false);
 END $play$;
 

@@ -286,6 +286,14 @@ Datum listen_events(FunctionCallInfo)
     PG_RETURN_VOID();
 }
 
+Datum events_horizon(FunctionCallInfo fcinfo)
+{
+    lease::require_sessions_catalog("lease.events_horizon");
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("settle must not be NULL")));
+    PG_RETURN_FULLTRANSACTIONID(lease::events_horizon(PG_GETARG_BOOL(0)));
+}
+
 Datum prune_history(FunctionCallInfo)
 {
     lease::require_sessions_catalog("lease.prune_history");
@@ -688,6 +696,7 @@ LEASE_ENTRY(lease_set_fence_token, set_fence_token)
 LEASE_WRITING_ENTRY(lease_prune, prune, "lease.prune()")
 LEASE_WRITING_ENTRY(lease_prune_history, prune_history, "lease.prune_history()")
 LEASE_ENTRY(lease_listen_events, listen_events)
+LEASE_ENTRY(lease_events_horizon, events_horizon)
 LEASE_WRITING_ENTRY(lease_expire_due, expire_due, "lease.expire_due()")
 LEASE_WRITING_ENTRY(lease_session_open, session_open, "lease.session_open()")
 LEASE_WRITING_ENTRY(lease_session_keepalive, session_keepalive, "lease.session_keepalive()")

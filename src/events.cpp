@@ -91,8 +91,10 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
         return;
     if (event == Event::expired)
         count_expiry();
-    if (record_history)
-        store_history(event_name(event), GetCurrentTimestamp(), name, token, owner, session, role);
+    HistoryPosition position;
+    const bool positioned = record_history &&
+                            store_history(event_name(event), GetCurrentTimestamp(), name, token, owner, session,
+                                          role, &position);
     if (notify_events == static_cast<int>(Notify::always) ||
         (notify_events == static_cast<int>(Notify::watched) && anyone_watching())) {
         StringInfoData json;
@@ -105,6 +107,13 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
         append_json_text(&json, owner);
         appendStringInfoString(&json, ", \"session\": ");
         append_json_bigint(&json, session);
+        // Where the event is in lease.history, for a watcher that resumes
+        // there (null when history is not recorded).
+        if (positioned)
+            appendStringInfo(&json, ", \"position\": \"" UINT64_FORMAT "/" INT64_FORMAT "\"",
+                             U64FromFullTransactionId(position.xid), position.ordinal);
+        else
+            appendStringInfoString(&json, ", \"position\": null");
         if (event == Event::acquired || event == Event::value_set) {
             appendStringInfoString(&json, ", \"value\": ");
             const int before_value = json.len;
@@ -132,6 +141,55 @@ void listen_events()
     set_watcher_locktag(&tag);
     if (!LockHeldByMe(&tag, ShareLock))
         (void) LockAcquire(&tag, ShareLock, true, false);
+}
+
+namespace {
+
+// A 32-bit transaction ID of a snapshot, with the epoch it belongs to (it is
+// at most 2^31 transactions old).
+FullTransactionId widen(TransactionId xid)
+{
+    const FullTransactionId next = ReadNextFullTransactionId();
+    uint32 epoch = EpochFromFullTransactionId(next);
+    if (xid > XidFromFullTransactionId(next))
+        --epoch;
+    return FullTransactionIdFromEpochAndXid(epoch, xid);
+}
+
+}  // namespace
+
+FullTransactionId events_horizon(bool settle)
+{
+    if (settle) {
+        // A writer that looked for watchers before this connection became
+        // one (anyone_watching) sends no notification: wait until every
+        // transaction that had an ID before now has ended, so that its rows
+        // are in lease.history for the watcher's next read.
+        if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+            ereport(ERROR, (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+                            errmsg("lease.events_horizon(settle => true) cannot run in a transaction that has "
+                                   "written"),
+                            errhint("Call it in a transaction of its own.")));
+        const TransactionId before = XidFromFullTransactionId(ReadNextFullTransactionId());
+        for (;;) {
+            const TransactionId oldest = GetLatestSnapshot()->xmin;
+            if (TransactionIdFollowsOrEquals(oldest, before))
+                break;
+            CHECK_FOR_INTERRUPTS();
+            XactLockTableWait(oldest, nullptr, nullptr, XLTW_None);
+        }
+    }
+    // Every transaction older than the snapshot's xmin has ended: its events
+    // are in lease.history, and its notifications were queued before it
+    // ended, so before the one sent here at commit.
+    const FullTransactionId horizon = widen(GetLatestSnapshot()->xmin);
+    char channel[NAMEDATALEN];
+    snprintf(channel, sizeof(channel), "lease_horizon_%d", MyProcPid);
+    Async_Listen(channel);
+    char payload[32];
+    snprintf(payload, sizeof(payload), UINT64_FORMAT, U64FromFullTransactionId(horizon));
+    Async_Notify(channel, payload);
+    return horizon;
 }
 
 TimestampTz history_cutoff(TimestampTz now)

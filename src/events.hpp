@@ -19,6 +19,13 @@ void record_event(Event event, const text* name, int64 token, const text* owner,
 // so that events are sent (lease.notify_events = watched).
 void listen_events();
 
+// lease.events_horizon(): the oldest transaction in progress (with settle,
+// once every transaction that had an ID at the call has ended). Every event
+// of an older transaction is in lease.history, and its notification (if it
+// was sent) is queued before the one this sends at commit on channel
+// lease_horizon_<pid>, which this connection listens to.
+FullTransactionId events_horizon(bool settle);
+
 // The oldest moment lease.history keeps: now - lease.history_retention.
 TimestampTz history_cutoff(TimestampTz now);
 

@@ -180,8 +180,17 @@ struct ReleasedLease {
 // (palloc'd) and their number in *count. *closed tells whether the session was open.
 ReleasedLease* store_session_close(int64 session, TimestampTz now, int* count, bool* closed);
 
-void store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
-                   int64 session, Oid role);
+// An event's position in lease.history (1.4): the writing transaction and
+// the event's number in it, counted from 1 (docs/concepts.md, "Events and
+// history").
+struct HistoryPosition {
+    FullTransactionId xid;
+    int64 ordinal;
+};
+// Appends the event's history row; returns whether it has a position
+// (*position: a 1.4 catalog), false for an older catalog's table.
+bool store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
+                   int64 session, Oid role, HistoryPosition* position);
 int64 store_prune_history(TimestampTz cutoff);
 
 struct PrefixRule {

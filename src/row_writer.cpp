@@ -18,7 +18,8 @@ constexpr ColumnShape leases_shape[] = {
     {"expires_at", TIMESTAMPTZOID, true}, {"role", REGROLEOID, false},   {"session", INT8OID, false}};
 constexpr ColumnShape history_shape[] = {
     {"at", TIMESTAMPTZOID, true}, {"event", TEXTOID, true}, {"name", TEXTOID, false}, {"token", INT8OID, false},
-    {"owner", TEXTOID, false},    {"session", INT8OID, false}, {"role", REGROLEOID, false}};
+    {"owner", TEXTOID, false},    {"session", INT8OID, false}, {"role", REGROLEOID, false},
+    {"xid", XID8OID, true},       {"ordinal", INT8OID, true}};
 static_assert(lengthof(history_shape) == history_columns);
 constexpr ColumnShape holders_shape[] = {
     {"token", INT8OID, true},        {"name", TEXTOID, true},        {"mode", TEXTOID, true},
@@ -107,7 +108,11 @@ Relation open_for_direct_write(Relation_ which)
     if (decision == DirectWrites::undecided) {
         const bool allowed =
             which == rel_leases    ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
-            : which == rel_history ? shape_allows_direct_writes(table, history_shape, lengthof(history_shape), false)
+            : which == rel_history
+                ? shape_allows_direct_writes(table, history_shape,
+                                             history_has_positions() ? history_columns
+                                                                     : history_columns_before_positions,
+                                             false)
                                    : shape_allows_direct_writes(table, holders_shape, lengthof(holders_shape), false);
         // table_open() may have processed invalidations that forgot the
         // relations (and so the decision) before it was made: it stands

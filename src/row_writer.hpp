@@ -20,8 +20,9 @@ constexpr AttrNumber leases_column_role = 8;
 constexpr AttrNumber leases_column_session = 9;
 
 // How many columns lease.history has, as the extension scripts create it: a
-// direct insert sets them all.
-constexpr int history_columns = 7;
+// direct insert sets them all. Before 1.4 it had no position (xid, ordinal).
+constexpr int history_columns = 9;
+constexpr int history_columns_before_positions = 7;
 // How many columns lease.holders has, as the extension scripts create it: a
 // holder is inserted directly, with them all.
 constexpr int holders_columns = 12;

@@ -90,6 +90,19 @@ void define_force_sql_path()
                              &force_sql_path, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 }
 
+bool history_has_positions()
+{
+    const LeaseRelations& relations = lease_relations();
+    if (!relations.history_positions_known) {
+        const bool positions = OidIsValid(relations.oids[rel_history]) &&
+                               get_attnum(relations.oids[rel_history], "ordinal") != InvalidAttrNumber;
+        known_relations.history_positions = positions;
+        known_relations.history_positions_known = true;
+        return positions;
+    }
+    return relations.history_positions;
+}
+
 void record_holders_by_name(Oid index)
 {
     known_relations.holders_by_name = index;

@@ -39,6 +39,10 @@ struct LeaseRelations {
     // once holders_by_name_known.
     Oid holders_by_name;
     bool holders_by_name_known;
+    // Whether lease.history has the position columns of 1.4, once
+    // history_positions_known.
+    bool history_positions;
+    bool history_positions_known;
 };
 
 const LeaseRelations& lease_relations();
@@ -55,6 +59,10 @@ void record_direct_writes(Relation_ which, bool allowed);
 // Records the index of lease.holders on name, found on first use after each
 // invalidation of the relations.
 void record_holders_by_name(Oid index);
+
+// Whether lease.history has the columns xid and ordinal (a 1.4 catalog),
+// looked up once per invalidation of the relations.
+bool history_has_positions();
 
 // From initialize_lease_store: defines lease.force_sql_path.
 void define_force_sql_path();

@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(138);
+SELECT plan(139);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -21,8 +21,8 @@ SELECT functions_are('lease',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
           'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events', 'semaphore_acquire',
           'lease_acquire_shared', 'lease_acquire_all', 'lease_set_value', 'leader', 'session_acquire_shared',
-          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures'],
-    'lease holds exactly the thirty-eight documented functions and procedures');
+          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'events_horizon'],
+    'lease holds exactly the thirty-nine documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -48,7 +48,7 @@ SELECT col_type_is('lease', 'leases', 'session', 'bigint', 'leases.session is th
 SELECT columns_are('lease', 'sessions',
     ARRAY['id', 'owner', 'role', 'ttl', 'opened_at', 'renewed_at', 'expires_at', 'closed_at', 'bound_pid']);
 SELECT col_is_pk('lease', 'sessions', 'id', 'the primary key of sessions is (id)');
-SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'owner', 'session', 'role']);
+SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'owner', 'session', 'role', 'xid', 'ordinal']);
 SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
 SELECT columns_are('lease', 'stats',
     ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
@@ -122,8 +122,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 38,
-    'no overloads: exactly thirty-eight functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 39,
+    'no overloads: exactly thirty-nine functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
@@ -171,6 +171,7 @@ SELECT function_returns('lease', 'session_close', ARRAY['bigint'], 'integer');
 SELECT function_returns('lease', 'session_acquire', ARRAY['bigint', 'text', 'interval'], 'bigint');
 SELECT function_returns('lease', 'expire_due', ARRAY[]::text[], 'integer');
 SELECT function_returns('lease', 'prune_history', ARRAY[]::text[], 'bigint');
+SELECT function_returns('lease', 'events_horizon', ARRAY['boolean'], 'xid8');
 SELECT function_returns('lease', 'allow', ARRAY['regrole', 'text'], 'void');
 SELECT function_returns('lease', 'disallow', ARRAY['regrole', 'text'], 'boolean');
 SELECT is(pg_get_function_arguments('lease.lease_heartbeat(text,bigint,interval)'::regprocedure),

@@ -17,11 +17,13 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
+import select
 import socket
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import psycopg
@@ -41,6 +43,8 @@ __all__ = [
     "FencedOff",
     "NotAcquired",
     "LeaseLost",
+    "watch",
+    "Event",
 ]
 
 log = logging.getLogger("pglease")
@@ -102,6 +106,7 @@ _BAD_PERMITS = "pglease: permits must be between 1 and 10000"
 _PERMITS_AND_SHARED = "pglease: permits and shared exclude each other"
 _NO_NAMES = "pglease: no lease names given"
 _ONE_NAME = "pglease: set_value needs a grant of one name"
+_BAD_SINCE = "pglease: since must be a position XID/N (an event's position) or a datetime"
 
 
 class FencedError(psycopg.DatabaseError, code="LF001"):
@@ -830,3 +835,138 @@ def session(
     loss signal of :func:`hold`. The block's end closes the session, releasing
     all its leases at once."""
     return Session(conninfo, owner=owner, ttl=ttl, grace=grace, on_lost=on_lost)
+
+
+# Watching events (docs/reference.md, "Resuming a watch"): every event has a
+# position (xid, ordinal) in lease.history; the horizon says up to which
+# transaction every event has arrived.
+_LISTEN = "SELECT lease.listen_events()"
+_HORIZON = "SELECT lease.events_horizon(%s)::pg_catalog.text"
+_EVENTS_AFTER = (
+    "SELECT xid::pg_catalog.text, ordinal, event, name, token, owner, session FROM lease.history "
+    "WHERE CASE WHEN %(since)s::pg_catalog.timestamptz IS NULL "
+    "           THEN (xid, ordinal) > (%(xid)s::pg_catalog.xid8, %(ordinal)s::pg_catalog.int8) "
+    "           ELSE at >= %(since)s::pg_catalog.timestamptz END "
+    "ORDER BY xid, ordinal"
+)
+_POSITION = re.compile(r"([0-9]+)/([0-9]+)")
+# While events wait for their horizon, how often to ask for it; while nothing
+# happens, how often to ask anyway (a partitioned connection shows itself by
+# not answering), and how long an answer may take (TCP's own limit).
+_HORIZON_INTERVAL = 0.05
+_PROBE_INTERVAL = 5.0
+_ANSWER_TIMEOUT_MS = 10000
+
+
+class Event(NamedTuple):
+    """A lease event (docs/concepts.md, "Events and history"). ``position`` is
+    ``"XID/N"``, to resume from; ``value`` is what an ``acquired`` or
+    ``value_set`` event published (not kept in history: None when replayed)."""
+
+    event: str
+    name: Optional[str]
+    token: Optional[int]
+    owner: Optional[str]
+    session: Optional[int]
+    position: Optional[str]
+    value: object = None
+    replayed: bool = False
+
+
+def _position_key(text: str) -> Optional[tuple]:
+    match = _POSITION.fullmatch(text) if isinstance(text, str) else None
+    if match is None or int(match.group(2)) >= 2**63:
+        return None
+    return (int(match.group(1)), int(match.group(2)))
+
+
+def watch(conninfo: str, *, since: Union[str, datetime, None] = None, reconnect_interval: Duration = 1) -> Iterator[Event]:
+    """Yield every lease event, in the order of their positions, each once,
+    until the caller stops iterating; a lost or silent connection is replaced
+    and what happened meanwhile is replayed from ``lease.history``.
+
+    ``since``: start after a position (``event.position`` of an event seen
+    earlier: resume there), or with the events recorded from a ``datetime`` on;
+    by default with the transactions in progress when it connects. Needs lease
+    1.4 and ``lease.record_history`` (events without a position come as they
+    arrive)."""
+    _check_conninfo(conninfo)
+    resume = None
+    since_time = None
+    if isinstance(since, datetime):
+        since_time = since
+    elif since is not None:
+        resume = _position_key(since)
+        if resume is None:
+            raise ValueError(_BAD_SINCE)
+    retry = _seconds(reconnect_interval, "reconnect_interval")
+    params = conninfo_to_dict(conninfo)
+    # An answer that does not come (a partition) breaks the connection.
+    extra = {} if "tcp_user_timeout" in params else {"tcp_user_timeout": _ANSWER_TIMEOUT_MS}
+    state = {"resume": resume, "since_time": since_time}
+    while True:
+        try:
+            with psycopg.connect(conninfo, autocommit=True, prepare_threshold=None, **extra) as conn:
+                yield from _watch_connection(conn, state)
+        except psycopg.OperationalError as error:
+            log.warning("pglease: watch: connection lost (%s); reconnecting", str(error).strip())
+            time.sleep(retry)
+
+
+def _watch_connection(conn: psycopg.Connection, state: dict) -> Iterator[Event]:
+    received: list = []
+    conn.add_notify_handler(lambda n: received.append((n.channel, n.payload)))
+    pending: dict = {}
+
+    def pend(key, event):
+        if state["resume"] is not None and key <= state["resume"]:
+            return  # shown already
+        pending.setdefault(key, event)
+
+    conn.execute(_LISTEN)
+    # Writers that looked for a watcher before this one listened sent
+    # nothing: wait for them, so that the replay has their events.
+    horizon = int(conn.execute(_HORIZON, (True,)).fetchone()[0])
+    if state["resume"] is None and state["since_time"] is None:
+        state["resume"] = (horizon, 0)
+    after = state["resume"] or (0, 0)
+    since = None if state["resume"] is not None else state["since_time"]
+    for xid, ordinal, event, name, token, owner, session in conn.execute(
+        _EVENTS_AFTER, {"since": since, "xid": str(after[0]), "ordinal": after[1]}
+    ):
+        pend((int(xid), ordinal), Event(event, name, token, owner, session, f"{xid}/{ordinal}", None, True))
+    requested = True
+    last_call = time.monotonic()
+    channel = f"lease_horizon_{conn.info.backend_pid}"
+    while True:
+        for ch, payload in received:
+            if ch == channel:
+                requested = False
+                passed = (int(payload), 0)
+                for key in sorted(k for k in pending if k < passed):
+                    yield pending.pop(key)
+                if state["resume"] is None or state["resume"] < passed:
+                    state["resume"] = passed
+                continue
+            fields = json.loads(payload)
+            position = fields.get("position")
+            event = Event(fields["event"], fields.get("name"), fields.get("token"), fields.get("owner"),
+                          fields.get("session"), position, fields.get("value"))
+            key = _position_key(position) if position is not None else None
+            if key is None:
+                yield event  # not recorded in history: as it comes
+            else:
+                pend(key, event)
+        received.clear()
+        interval = _HORIZON_INTERVAL if pending and not requested else _PROBE_INTERVAL
+        wait = last_call + interval - time.monotonic()
+        if wait > 0:
+            ready, _, _ = select.select([conn.fileno()], [], [], wait)
+            if ready:
+                conn.pgconn.consume_input()
+                while (n := conn.pgconn.notifies()) is not None:
+                    received.append((n.relname.decode(), n.extra.decode()))
+                continue
+        conn.execute(_HORIZON, (False,))
+        requested = True
+        last_call = time.monotonic()
