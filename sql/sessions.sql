@@ -236,5 +236,18 @@ SELECT lease.session_acquire(:app_session, 'app-meeting') IS NOT NULL AS granted
 RESET ROLE;
 SELECT role FROM lease.sessions WHERE id = :app_session;
 
+-- expire_due looks at 1,000 candidates per call: the grants of a live bound
+-- session are none, so an expired grant behind 1,001 of them (in the table's
+-- order, rewritten empty first) is reported.
+DELETE FROM lease.leases;
+VACUUM FULL lease.leases;
+SELECT lease.session_open('bound-many', '1 minute', true) AS bound_many \gset
+SELECT count(lease.session_acquire(:bound_many, 'many:' || g)) AS bound_grants FROM generate_series(1, 1001) g;
+SELECT lease.lease_acquire('behind', 'w', '1 millisecond') IS NOT NULL AS granted;
+SELECT pg_sleep(0.01);
+SELECT lease.expire_due() AS reported;
+SELECT state FROM lease.status WHERE name = 'behind';
+SELECT lease.session_close(:bound_many) AS closed;
+
 DROP EXTENSION lease;
 DROP ROLE regress_lease_sessions_app;

@@ -386,11 +386,12 @@ HolderState* store_holders_revoke(const text* name, int* count)
 
 // holder_expiry_candidates($1 now)
 constexpr StoredQuery query_holder_expiry_candidates = {
+    LIVE_BOUND_SESSIONS_CTE
     "SELECT " HOLDER_COLUMNS " FROM lease.holders AS h"
     "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) h.session"
     " WHERE CASE WHEN h.session IS NULL THEN h.expires_at OPERATOR(pg_catalog.<=) $1"
     "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
-    "                 OR s.bound_pid IS NOT NULL END"
+    "                 OR " BOUND_SESSION_GONE " END"
     " LIMIT 1000",
     1,
     {TIMESTAMPTZOID}, Plan::scan};

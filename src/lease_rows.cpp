@@ -495,12 +495,13 @@ int64 store_prune(TimestampTz cutoff)
 
 // expiry_candidates($1 now)
 constexpr StoredQuery query_expiry_candidates = {
+    LIVE_BOUND_SESSIONS_CTE
     "SELECT l.name FROM lease.leases AS l"
     "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session"
     " WHERE l.owner IS NOT NULL"
     "   AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.<=) $1"
     "            ELSE s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $1"
-    "                 OR s.bound_pid IS NOT NULL END"
+    "                 OR " BOUND_SESSION_GONE " END"
     " LIMIT 1000",
     1,
     {TIMESTAMPTZOID}, Plan::scan};

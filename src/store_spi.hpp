@@ -28,6 +28,24 @@ struct StoredQuery {
     Plan plan = Plan::by_key;
 };
 
+// For the expiry candidates of lease.leases and lease.holders: the bound
+// sessions whose backend holds the session's lock now (lock_tags.cpp,
+// objsubid 19522), read from pg_locks once per query ...
+#define LIVE_BOUND_SESSIONS_CTE \
+    "WITH live_bound AS MATERIALIZED (" \
+    "  SELECT k.classid, k.objid FROM pg_catalog.pg_locks AS k" \
+    "   WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory' AND k.objsubid OPERATOR(pg_catalog.=) 19522" \
+    "     AND k.granted AND k.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d" \
+    "          WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())) "
+// ... and whether session s (a row of lease.sessions) is bound and its
+// backend gone: the live ones are no candidates, so that a call's 1,000
+// candidates are not all grants of live bound sessions while ended grants
+// wait behind them.
+#define BOUND_SESSION_GONE \
+    "(s.bound_pid IS NOT NULL AND NOT EXISTS (SELECT FROM live_bound AS b" \
+    "   WHERE b.classid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.>>) 32)" \
+    "     AND b.objid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))"
+
 // Runs one query inside an open SPI connection. Under REPEATABLE READ and
 // SERIALIZABLE the transaction snapshot may predate the latest grant, so lease
 // state is always read and changed through a fresh snapshot (as ri_triggers.c
