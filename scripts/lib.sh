@@ -25,6 +25,31 @@ ensure_packages() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# ensure_packages_no_services PKG...: ensure_packages, but no system service
+# starts while they are installed. Debian's etcd-server and patroni start
+# their services when they are installed, unless /usr/sbin/policy-rc.d
+# forbids it (as Docker images do); scripts that run an etcd or a Patroni of
+# their own (test/ha, bench/etcd) must leave nothing running, so while this
+# installs it forbids that, if nothing does yet. Call it before setting an
+# EXIT trap: it sets one of its own while it installs.
+ensure_packages_no_services() {
+    local policy=/usr/sbin/policy-rc.d pkg absent=0 rc
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || absent=1
+    done
+    if [ "$absent" = 1 ] && [ ! -e "$policy" ]; then
+        trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+        printf '#!/bin/sh\n# scripts/lib.sh: no service starts while it installs packages\nexit 101\n' |
+            as_root tee "$policy" >/dev/null && as_root chmod 755 "$policy"
+        ensure_packages "$@"
+        rc=$?
+        as_root rm -f "$policy"
+        trap - EXIT
+        return $rc
+    fi
+    ensure_packages "$@"
+}
+
 BUILD_PACKAGES=(make g++ postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpq-dev)
 
 build_and_install() {

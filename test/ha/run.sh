@@ -89,25 +89,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Debian's etcd-server and patroni start their system services when they are
-# installed, unless /usr/sbin/policy-rc.d forbids it (as Docker images do).
-# This test runs etcd and Patroni of its own and must leave nothing running,
-# so while it installs them it forbids that, if nothing does yet.
+# installed; this test runs etcd and Patroni of its own and must leave nothing
+# running (ensure_packages_no_services in scripts/lib.sh).
 install_packages() {
-    local policy=/usr/sbin/policy-rc.d pkg absent=0 rc
-    for pkg in etcd-server patroni; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || absent=1
-    done
-    if [ "$absent" = 1 ] && [ ! -e "$policy" ]; then
-        trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
-        printf '#!/bin/sh\n# test/ha/run.sh: no service starts while it installs packages\nexit 101\n' |
-            as_root tee "$policy" >/dev/null && as_root chmod 755 "$policy"
-        ensure_packages "${BUILD_PACKAGES[@]}" patroni etcd-server etcd-client python3-etcd
-        rc=$?
-        as_root rm -f "$policy"
-        trap - EXIT
-        return $rc
-    fi
-    ensure_packages "${BUILD_PACKAGES[@]}" patroni etcd-server etcd-client python3-etcd
+    ensure_packages_no_services "${BUILD_PACKAGES[@]}" patroni etcd-server etcd-client python3-etcd
 }
 install_packages || {
     echo "ha: 0 passed, 1 failed"
