@@ -264,6 +264,22 @@ PoolResource* store_pool_candidates(const text* pool, const text* after, const i
     return resources;
 }
 
+// pool_lock_lease_row($1 name)
+constexpr StoredQuery query_pool_lock_lease_row = {
+    "SELECT 1 FROM lease.leases WHERE name OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE SKIP LOCKED",
+    1,
+    {TEXTOID}};
+
+bool store_pool_lock_lease_row(const text* name)
+{
+    Datum values[1] = {PointerGetDatum(name)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_lock_lease_row, values, nullptr, false);
+    const bool locked = SPI_processed == 1;
+    finish_as_caller(caller);
+    return locked;
+}
+
 // pool_assign($1 name, $2 session, $3 its previous session or NULL),
 // with the row locked by the claim since pool_free or pool_orphaned.
 constexpr StoredQuery query_pool_assign = {
