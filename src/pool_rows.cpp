@@ -72,8 +72,19 @@ bool store_pool_remove(const text* pool, const text* name)
 }
 
 // pool_touch_claimer($1 pool, $2 session, $3 now): what the session holds
-// in the pool. The row stays locked until the claim commits.
+// in the pool. The row stays locked until the claim commits. An update first:
+// the upsert below locks an existing row before it updates it, one more WAL
+// record per claim.
 constexpr StoredQuery query_pool_touch_claimer = {
+    "UPDATE lease.pool_claimers SET claimed_at = $3"
+    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+    " RETURNING held",
+    3,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
+
+// pool_add_claimer($1 pool, $2 session, $3 now): the same for the session's
+// first claim in the pool (or a row inserted meanwhile).
+constexpr StoredQuery query_pool_add_claimer = {
     "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
     " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at"
     " RETURNING held",
@@ -129,6 +140,8 @@ PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool 
     if (touch) {
         Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
         run(query_pool_touch_claimer, claimer, nullptr, false);
+        if (SPI_processed == 0)
+            run(query_pool_add_claimer, claimer, nullptr, false);
         view.held = first_int8();
     } else {
         Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
