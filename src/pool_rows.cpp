@@ -316,23 +316,37 @@ void store_pool_assign(const text* name, int64 session, int64 previous)
     finish_as_caller(caller);
 }
 
-// pool_unassign_name($1 name): the session is read under the row lock.
-constexpr StoredQuery query_pool_unassign_name = {
-    "WITH r AS (UPDATE lease.pool_resources AS r SET session = NULL"
-    "             FROM (SELECT name, session FROM lease.pool_resources"
-    "                    WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL FOR UPDATE) AS old"
-    "            WHERE r.name OPERATOR(pg_catalog.=) old.name"
-    "           RETURNING r.pool, old.session)"
-    " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
-    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) r.session",
+// pool_resource_session($1 name)
+constexpr StoredQuery query_pool_resource_session = {
+    "SELECT session FROM lease.pool_resources WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL",
     1,
     {TEXTOID}};
 
+// pool_unassign_name($1 name, $2 its session as read)
+constexpr StoredQuery query_pool_unassign_name = {
+    "WITH r AS (UPDATE lease.pool_resources SET session = NULL"
+    "            WHERE name OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+    "           RETURNING pool)"
+    " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
+    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) $2",
+    2,
+    {TEXTOID, INT8OID}};
+
+// The resource's session is read without a row lock, then tested again by
+// the update (which waits for a change in flight): a lock, then an update of
+// the same row, is one more WAL record per release. Every caller holds the
+// name's fence lock, so no claim gives the resource to another session
+// meanwhile; if the update finds the session changed, a session_close has
+// taken it from that session already.
 void store_pool_unassign_name(const text* name)
 {
-    Datum values[1] = {PointerGetDatum(name)};
+    Datum values[2] = {PointerGetDatum(name), static_cast<Datum>(0)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_pool_unassign_name, values, nullptr, false);
+    run(query_pool_resource_session, values, nullptr, false);
+    if (SPI_processed == 1) {
+        values[1] = Int64GetDatum(first_int8());
+        run(query_pool_unassign_name, values, nullptr, false);
+    }
     finish_as_caller(caller);
 }
 
