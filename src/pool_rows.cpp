@@ -277,15 +277,19 @@ PoolResource* store_pool_candidates(const text* pool, const text* after, const i
     return resources;
 }
 
-// pool_lock_lease_row($1 name)
+// pool_lock_lease_row($1 name, $2 token of the grant as read): no row when
+// another transaction has it locked, or the grant ended meanwhile (the
+// claim would report its end twice).
 constexpr StoredQuery query_pool_lock_lease_row = {
-    "SELECT 1 FROM lease.leases WHERE name OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE SKIP LOCKED",
-    1,
-    {TEXTOID}};
+    "SELECT 1 FROM lease.leases"
+    " WHERE name OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $2 AND owner IS NOT NULL"
+    " FOR NO KEY UPDATE SKIP LOCKED",
+    2,
+    {TEXTOID, INT8OID}};
 
-bool store_pool_lock_lease_row(const text* name)
+bool store_pool_lock_lease_row(const text* name, int64 token)
 {
-    Datum values[1] = {PointerGetDatum(name)};
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(token)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_pool_lock_lease_row, values, nullptr, false);
     const bool locked = SPI_processed == 1;

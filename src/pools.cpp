@@ -145,7 +145,7 @@ int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 se
     // (specs/pool-close-vs-takeover.spec).
     const bool session_grant = lease.found && lease.owner != nullptr && lease.session != 0;
     if (grant_live(lease, granted_at, &expiry, &bound_session) || name_has_holders(name, lease) ||
-        (session_grant && !store_pool_lock_lease_row(name))) {
+        (session_grant && !store_pool_lock_lease_row(name, lease.token))) {
         LockRelease(&tag, ExclusiveLock, false);
         return 0;
     }
