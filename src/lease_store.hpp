@@ -239,6 +239,11 @@ struct PoolResource {
 // those returned are locked until the transaction ends.
 PoolResource* store_pool_candidates(const text* pool, const text* after, const int64* ended, int ended_count,
                                     int64 limit, const text* const* passed, int passed_count, int* count);
+// Locks the lease row of a session's grant (token) a claim takes over,
+// unless a transaction in flight has it or the grant has ended meanwhile
+// (false): a session_close frees its session's leases without their fence
+// locks.
+bool store_pool_lock_lease_row(const text* name, int64 token);
 // Records the session a resource was granted to, and the one it was taken
 // from (0: none), with the held counts of both.
 void store_pool_assign(const text* name, int64 session, int64 previous);

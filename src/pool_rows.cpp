@@ -72,8 +72,19 @@ bool store_pool_remove(const text* pool, const text* name)
 }
 
 // pool_touch_claimer($1 pool, $2 session, $3 now): what the session holds
-// in the pool. The row stays locked until the claim commits.
+// in the pool. The row stays locked until the claim commits. An update first:
+// the upsert below locks an existing row before it updates it, one more WAL
+// record per claim.
 constexpr StoredQuery query_pool_touch_claimer = {
+    "UPDATE lease.pool_claimers SET claimed_at = $3"
+    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+    " RETURNING held",
+    3,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
+
+// pool_add_claimer($1 pool, $2 session, $3 now): the same for the session's
+// first claim in the pool (or a row inserted meanwhile).
+constexpr StoredQuery query_pool_add_claimer = {
     "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
     " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at"
     " RETURNING held",
@@ -129,6 +140,8 @@ PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool 
     if (touch) {
         Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
         run(query_pool_touch_claimer, claimer, nullptr, false);
+        if (SPI_processed == 0)
+            run(query_pool_add_claimer, claimer, nullptr, false);
         view.held = first_int8();
     } else {
         Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
@@ -264,6 +277,26 @@ PoolResource* store_pool_candidates(const text* pool, const text* after, const i
     return resources;
 }
 
+// pool_lock_lease_row($1 name, $2 token of the grant as read): no row when
+// another transaction has it locked, or the grant ended meanwhile (the
+// claim would report its end twice).
+constexpr StoredQuery query_pool_lock_lease_row = {
+    "SELECT 1 FROM lease.leases"
+    " WHERE name OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $2 AND owner IS NOT NULL"
+    " FOR NO KEY UPDATE SKIP LOCKED",
+    2,
+    {TEXTOID, INT8OID}};
+
+bool store_pool_lock_lease_row(const text* name, int64 token)
+{
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(token)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_lock_lease_row, values, nullptr, false);
+    const bool locked = SPI_processed == 1;
+    finish_as_caller(caller);
+    return locked;
+}
+
 // pool_assign($1 name, $2 session, $3 its previous session or NULL),
 // with the row locked by the claim since pool_free or pool_orphaned.
 constexpr StoredQuery query_pool_assign = {
@@ -287,23 +320,37 @@ void store_pool_assign(const text* name, int64 session, int64 previous)
     finish_as_caller(caller);
 }
 
-// pool_unassign_name($1 name): the session is read under the row lock.
-constexpr StoredQuery query_pool_unassign_name = {
-    "WITH r AS (UPDATE lease.pool_resources AS r SET session = NULL"
-    "             FROM (SELECT name, session FROM lease.pool_resources"
-    "                    WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL FOR UPDATE) AS old"
-    "            WHERE r.name OPERATOR(pg_catalog.=) old.name"
-    "           RETURNING r.pool, old.session)"
-    " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
-    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) r.session",
+// pool_resource_session($1 name)
+constexpr StoredQuery query_pool_resource_session = {
+    "SELECT session FROM lease.pool_resources WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL",
     1,
     {TEXTOID}};
 
+// pool_unassign_name($1 name, $2 its session as read)
+constexpr StoredQuery query_pool_unassign_name = {
+    "WITH r AS (UPDATE lease.pool_resources SET session = NULL"
+    "            WHERE name OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+    "           RETURNING pool)"
+    " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
+    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) $2",
+    2,
+    {TEXTOID, INT8OID}};
+
+// The resource's session is read without a row lock, then tested again by
+// the update (which waits for a change in flight): a lock, then an update of
+// the same row, is one more WAL record per release. Every caller holds the
+// name's fence lock, so no claim gives the resource to another session
+// meanwhile; if the update finds the session changed, a session_close has
+// taken it from that session already.
 void store_pool_unassign_name(const text* name)
 {
-    Datum values[1] = {PointerGetDatum(name)};
+    Datum values[2] = {PointerGetDatum(name), static_cast<Datum>(0)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_pool_unassign_name, values, nullptr, false);
+    run(query_pool_resource_session, values, nullptr, false);
+    if (SPI_processed == 1) {
+        values[1] = Int64GetDatum(first_int8());
+        run(query_pool_unassign_name, values, nullptr, false);
+    }
     finish_as_caller(caller);
 }
 

@@ -138,7 +138,14 @@ int64 try_grant(const text* name, const SessionState& state, int64 ttl, int64 se
     const LeaseState lease = read_latest(name);
     TimestampTz expiry;
     int64 bound_session;
-    if (grant_live(lease, granted_at, &expiry, &bound_session) || name_has_holders(name, lease)) {
+    // A session's grant that ended: a session_close of that session may be
+    // freeing it right now, which locks the lease rows of its session before
+    // its resource rows, without the fence lock; this claim has the
+    // resource's row locked already, so it must not wait for the lease's
+    // (specs/pool-close-vs-takeover.spec).
+    const bool session_grant = lease.found && lease.owner != nullptr && lease.session != 0;
+    if (grant_live(lease, granted_at, &expiry, &bound_session) || name_has_holders(name, lease) ||
+        (session_grant && !store_pool_lock_lease_row(name, lease.token))) {
         LockRelease(&tag, ExclusiveLock, false);
         return 0;
     }
