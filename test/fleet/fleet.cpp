@@ -1419,10 +1419,10 @@ private:
             "INSERT INTO public.fleet_log (resource, seq, fence_token, worker, session, at)"
             "  SELECT resource, seq, fence_token, worker, session, at FROM public.fleet_log"
             "   WHERE id = (SELECT min(id) FROM public.fleet_log);"
-            "INSERT INTO lease.history (at, event, name, token, owner, session, role) VALUES (to_timestamp(" +
+            "INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal) VALUES (to_timestamp(" +
             std::to_string(middle) + " / 1e6), 'acquired', " + pqtest::quote_literal(victim.name) +
             ", (SELECT max(token) + 1000 FROM lease.history), 'forger', " + std::to_string(victim.session) +
-            ", current_user::regrole);"
+            ", current_user::regrole, pg_current_xact_id(), 1);"
             "COMMIT;";
         const Outcome o = ctl_.execute(sql);
         if (!o.ok()) {
