@@ -277,7 +277,11 @@ TimestampTz cutoff_before_now(const Interval* age, const char* what)
 Datum prune(FunctionCallInfo fcinfo)
 {
     const Interval* older_than = lease::interval_arg(fcinfo, 0, "older_than", false);
-    PG_RETURN_INT64(lease::store_prune(cutoff_before_now(older_than, "older_than")));
+    const TimestampTz cutoff = cutoff_before_now(older_than, "older_than");
+    // The idle names of semaphores and shared leases first: store_prune then
+    // forgets their values with the other pruned names'.
+    const int64 idle = lease::prune_idle_names(cutoff);
+    PG_RETURN_INT64(idle + lease::store_prune(cutoff));
 }
 
 Datum listen_events(FunctionCallInfo)

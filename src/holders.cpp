@@ -44,6 +44,34 @@ bool callers_live_holder(const text* name, int64 token, TimestampTz now, HolderS
 
 }  // namespace
 
+int64 prune_idle_names(TimestampTz cutoff)
+{
+    if (!catalog_has_holders())
+        return 0;
+    int count;
+    text** names = store_marked_candidates(cutoff, &count);
+    int64 pruned = 0;
+    for (int i = 0; i < count; ++i) {
+        // The fence lock, as a grant takes it and holds it to its commit:
+        // with it, no grant of the name is in flight, and the holders read
+        // below are all there are. A busy name is not idle: skipped.
+        LOCKTAG fence;
+        set_fence_locktag(&fence, names[i]);
+        if (LockAcquire(&fence, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+            continue;
+        const LeaseState lease = read_latest(names[i]);
+        int holders = 0;
+        if (may_have_holders(lease) && lease.acquired_at <= cutoff)
+            (void) store_holders(names[i], &holders);
+        if (may_have_holders(lease) && lease.acquired_at <= cutoff && holders == 0 &&
+            store_delete_marked(names[i], lease.token))
+            ++pruned;  // the lock stays to the end of the transaction, as a delete's
+        else
+            LockRelease(&fence, ExclusiveLock, false);
+    }
+    return pruned;
+}
+
 bool name_has_holders(const text* name, const LeaseState& lease)
 {
     if (!may_have_holders(lease) || !catalog_has_holders())

@@ -7,6 +7,11 @@
 
 namespace lease {
 
+// lease.prune's part for semaphores and shared leases: deletes the rows of
+// names marked for holders that have none left and no grant since cutoff,
+// each checked under its fence lock (a grant in flight keeps its name).
+int64 prune_idle_names(TimestampTz cutoff);
+
 // Whether name has holders in lease.holders, live or not yet reported: a
 // grant that does not deal with them (a pool's claim, an idempotency key's
 // begin) takes the name as busy.

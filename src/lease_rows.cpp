@@ -447,17 +447,22 @@ constexpr StoredQuery query_prune = {
     1,
     {TIMESTAMPTZOID}, Plan::scan};
 
-// prune_marked($1 cutoff): as prune, and the names marked for holders that
-// have none left and no grant since cutoff. (A grant that marks the row
-// meanwhile locks it: the delete then sees its new renewed_at and keeps it.)
-constexpr StoredQuery query_prune_marked = {
-    "DELETE FROM lease.leases AS l"
-    " WHERE l.expires_at OPERATOR(pg_catalog.<=) $1"
-    "    OR (l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
-    "        AND l.renewed_at OPERATOR(pg_catalog.<=) $1"
-    "        AND NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name))",
+// marked_candidates($1 cutoff): names marked for holders (see
+// may_have_holders) whose last grant was at or before cutoff.
+constexpr StoredQuery query_marked_candidates = {
+    "SELECT l.name FROM lease.leases AS l"
+    " WHERE l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz"
+    "   AND l.acquired_at OPERATOR(pg_catalog.<=) $1",
     1,
     {TIMESTAMPTZOID}, Plan::scan};
+
+// delete_marked($1 name, $2 token): the name's row, if it is still that mark.
+constexpr StoredQuery query_delete_marked = {
+    "DELETE FROM lease.leases"
+    " WHERE name OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $2 AND owner IS NULL"
+    "   AND expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz",
+    2,
+    {TEXTOID, INT8OID}};
 
 // prune_sessions($1 cutoff): sessions closed or expired since cutoff
 // that no lease refers to any more, and their pool claims.
@@ -478,12 +483,35 @@ constexpr StoredQuery query_prune_values = {
     0,
     {}, Plan::scan};
 
+text** store_marked_candidates(TimestampTz cutoff, int* count)
+{
+    Datum values[1] = {TimestampTzGetDatum(cutoff)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_marked_candidates, values, nullptr, true);
+    *count = static_cast<int>(SPI_processed);
+    text** names = static_cast<text**>(SPI_palloc(sizeof(text*) * (*count + 1)));
+    for (int i = 0; i < *count; ++i)
+        names[i] = result_text(i, 1);
+    finish_as_caller(caller);
+    return names;
+}
+
+bool store_delete_marked(const text* name, int64 token)
+{
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(token)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_delete_marked, values, nullptr, false);
+    const bool deleted = SPI_processed == 1;
+    finish_as_caller(caller);
+    return deleted;
+}
+
 int64 store_prune(TimestampTz cutoff)
 {
     Datum values[1] = {TimestampTzGetDatum(cutoff)};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    run(catalog_has_holders() ? query_prune_marked : query_prune, values, nullptr, false);
+    run(query_prune, values, nullptr, false);
     const int64 pruned = static_cast<int64>(SPI_processed);
     if (catalog_has_sessions())
         run(query_prune_sessions, values, nullptr, false);

@@ -160,6 +160,11 @@ bool store_revoke(const text* name, TimestampTz now, int64* token);
 // Deletes the rows of leases free or expired at cutoff, and the sessions
 // that ended by then and hold none; returns how many leases.
 int64 store_prune(TimestampTz cutoff);
+// Names marked for holders whose last grant was at or before cutoff (no
+// lock taken: lease.prune checks each under its fence lock), and the delete
+// of such a row while it is still the mark of token.
+text** store_marked_candidates(TimestampTz cutoff, int* count);
+bool store_delete_marked(const text* name, int64 token);
 
 // The names of leases whose grant may have ended unreported: expired, or of
 // a session that is closed, expired or bound (the caller checks bound ones);
