@@ -177,6 +177,10 @@ sql -c "SELECT lease.lease_acquire('queue', 'holder', '1 hour')" >/dev/null
 procedure_case waiters-queue "'queue'" 1 $((WAITERS - 1)) "queued on one lease"
 sql -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE application_name = 'waiters-queue'" >/dev/null
 wait_for_pid "$WAITERS_PID" 60
+# pgbench exits as its connections close; their backends end (and let go of
+# their locks) a moment later.
+no_advisory_lock() { [ "$(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")" = 0 ]; }
+poll_until 10 no_advisory_lock
 left=$(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
 report "$([ "$left" = 0 ] && echo 0 || echo 1)" "cancelled procedure waiters leave no lock behind" "$left advisory locks left"
 
