@@ -20,7 +20,10 @@
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
 # path). Prints TAP-style lines and "watch: P passed, F failed"; exits
-# non-zero on any failure. About 60 s.
+# non-zero on any failure. About 65 s; the partition whose connection survives
+# runs only with LEASE_WATCH_FULL=1 (about 90 s): CI's budget keeps the one
+# whose connection breaks, the harder case (the helpers' watches in
+# test/clients cover both).
 set -u
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -215,11 +218,13 @@ partition_scenario() {
 }
 
 # --- partitions ---------------------------------------------------------------
-partition_scenario resume HUP \
-    "a watcher partitioned for 10 s whose connection survives sees every event once, in history order"
-grep -q "watching again" "$WORK/watch-resume.err"
-resumed_by=$([ $? -eq 0 ] && echo "a reconnect" || echo "the same connection")
-echo "# resume: the watcher caught up over $resumed_by"
+if [ "${LEASE_WATCH_FULL:-0}" = 1 ]; then
+    partition_scenario resume HUP \
+        "a watcher partitioned for 10 s whose connection survives sees every event once, in history order"
+    grep -q "watching again" "$WORK/watch-resume.err"
+    resumed_by=$([ $? -eq 0 ] && echo "a reconnect" || echo "the same connection")
+    echo "# resume: the watcher caught up over $resumed_by"
+fi
 partition_scenario broken USR2 \
     "a watcher partitioned for 10 s whose connection breaks reconnects, replays lease.history and sees every event once, in history order"
 grep -q "watching again" "$WORK/watch-broken.err"
@@ -274,7 +279,7 @@ kill -TERM "$since_watcher"
 wait "$since_watcher"
 
 # From a time: the events recorded at or after it, in the order of positions.
-since_time=$(sql -c "SELECT to_json(at) #>> '{}' FROM lease.history WHERE name = 'done-resume'")
+since_time=$(sql -c "SELECT to_json(at) #>> '{}' FROM lease.history WHERE name = 'done-broken'")
 first_after=$(sql -c "SELECT xid || '/' || ordinal FROM lease.history WHERE at >= '$since_time' ORDER BY xid, ordinal LIMIT 1")
 "$PG_LEASE" watch --json --since "$since_time" >"$WORK/since-time.out" 2>"$WORK/since-time.err" &
 since_watcher=$!
