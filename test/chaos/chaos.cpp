@@ -2149,7 +2149,11 @@ int main(int argc, char** argv)
                       << std::endl;
             restarts.push_back(r);
         }
-        std::this_thread::sleep_until(end);
+        // A restart that took long (a loaded machine) still leaves the workers
+        // their share of the run after it, to reconnect and be granted again.
+        const Clock::time_point after_last_restart =
+            restarts.empty() ? end : restarts.back().end + std::chrono::seconds(options.seconds) / (options.restarts + 1);
+        std::this_thread::sleep_until(std::max(end, after_last_restart));
         stopping.store(true);
         for (std::thread& t : threads)
             t.join();
