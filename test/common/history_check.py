@@ -52,6 +52,11 @@ import sys
 import tempfile
 
 INF = float("inf")
+ORIGIN = [0]  # the earliest invoke_us of the logs: times are printed as ms after it
+
+
+def ms(us):
+    return "%.3f" % ((us - ORIGIN[0]) / 1000.0)
 CALLS_GRANT = ("acquire", "acquire_shared", "acquire_permit")
 RESULTS = ("granted", "denied", "ok", "false", "LF001", "error", "unknown")
 
@@ -65,9 +70,9 @@ class Call:
                  "valid_until", "where")
 
     def __str__(self):
-        return "%s: %s %s %s %s token %s [%.3f, %.3f] ms" % (
+        return "%s: %s %s %s %s token %s [%s, %s] ms" % (
             self.where, self.client, self.call, self.name, self.result,
-            "-" if self.token is None else self.token, self.invoke / 1000.0, self.complete / 1000.0)
+            "-" if self.token is None else self.token, ms(self.invoke), ms(self.complete))
 
 
 def parse_line(line, where):
@@ -201,9 +206,9 @@ def check_overlaps(by_name, slack, out):
             if (exclusive and len(live) > 1) or (cap is not None and len(permits) > cap):
                 bad += 1
                 if bad <= 10:
-                    out.append("overlapping grants of %s: %s is certainly live over [%.3f, %.3f] ms while %s"
-                               % (name, g.call, g.start / 1000.0, g.certain_end() / 1000.0,
-                                  "; ".join("%s (live until %.3f)" % (o.call, o.certain_end() / 1000.0)
+                    out.append("overlapping grants of %s: %s is certainly live over [%s, %s] ms while %s"
+                               % (name, g.call, ms(g.start), ms(g.certain_end()),
+                                  "; ".join("%s (live until %s)" % (o.call, ms(o.certain_end()))
                                             for o in others)))
     return bad
 
@@ -265,7 +270,7 @@ def check_writes(calls, grants, slack, out):
                     and g.ended_by.complete < c.invoke - slack:
                 reason = "its grant was released by %s" % g.ended_by
             elif g.expires_by is not None and g.expires_by < c.invoke - slack:
-                reason = "its grant (%s) had expired by %.3f ms on any clock reading" % (g.call, g.expires_by / 1000.0)
+                reason = "its grant (%s) had expired by %s ms on any clock reading" % (g.call, ms(g.expires_by))
             if reason:
                 stale += 1
                 if stale <= 10:
@@ -275,8 +280,8 @@ def check_writes(calls, grants, slack, out):
             if g.start <= c.invoke and c.complete < g.certain_end() - slack:
                 turned_away += 1
                 if turned_away <= 10:
-                    out.append("live holder turned away: %s, while %s is certainly live until %.3f ms"
-                               % (c, g.call, g.certain_end() / 1000.0))
+                    out.append("live holder turned away: %s, while %s is certainly live until %s ms"
+                               % (c, g.call, ms(g.certain_end())))
     return stale, unknown, turned_away
 
 
@@ -284,6 +289,7 @@ def check(paths, slack_ms=1.0, lossy=False, out=None):
     """Returns (violations, lines to print)."""
     out = [] if out is None else out
     calls = read_logs(paths)
+    ORIGIN[0] = min((c.invoke for c in calls), default=0)
     slack = slack_ms * 1000
     grants, by_name = build_grants(calls)
     overlaps = 0 if lossy else check_overlaps(by_name, slack, out)
@@ -301,7 +307,8 @@ def check(paths, slack_ms=1.0, lossy=False, out=None):
     clients = len({c.client for c in calls})
     out.insert(0, "history: %d calls by %d clients on %d names: %d grants, %d accepted writes, %d ambiguous calls"
                % (len(calls), clients, len(by_name), len(grants), writes, ambiguous))
-    out.insert(1, "history: overlapping grants %d, token order %d, stale writes %d, writes under no grant %d, "
+    out.insert(1, "history: times are ms after the first invoke, %d us after the epoch" % ORIGIN[0])
+    out.insert(2, "history: overlapping grants %d, token order %d, stale writes %d, writes under no grant %d, "
                "live holders turned away %d%s" % (overlaps, order, stale, unknown, turned_away,
                                                   " (--lossy: only the token order and writes under no grant checked)"
                                                   if lossy else ""))
@@ -367,7 +374,7 @@ def self_test():
             failures += not ok
             print("%s %s: %s" % ("ok" if ok else "not ok", "flagged" if must_fail else "passes", title))
             if not ok or must_fail:
-                print("\n".join("#   " + line for line in out[1 if must_fail else 0:]))
+                print("\n".join("#   " + line for line in out[2 if must_fail else 0:]))
     print("history self-test: %d passed, %d failed" % (len(SELF_TESTS) - failures, failures))
     return 1 if failures else 0
 
