@@ -210,6 +210,41 @@ def check_overlaps(by_name, slack, out):
                                % (name, g.call, ms(g.start), ms(g.certain_end()),
                                   "; ".join("%s (live until %s)" % (o.call, ms(o.certain_end()))
                                             for o in others)))
+        bad += check_granted_beside(name, grants, slack, out, bad)
+    return bad
+
+
+def check_granted_beside(name, grants, slack, out, bad_before):
+    """A grant made (between its invoke and its completion) while another,
+    conflicting grant was certainly live: that covers grants whose own
+    certain life is empty (a grant released at once, or one whose TTL the
+    client does not know)."""
+    bad = 0
+    lives = sorted((g for g in grants if g.certain_end() - slack > g.start), key=lambda g: g.start)
+    starts = [g.start for g in lives]
+    # best[kind][i]: the two longest-lived grants among lives[:i + 1], of any mode
+    # ("any") or exclusive ones only ("exclusive").
+    best = {"any": [], "exclusive": []}
+    for kind in best:
+        top = []
+        for g in lives:
+            if kind == "any" or g.call.mode == "exclusive":
+                top = sorted(top + [g], key=lambda o: -o.certain_end())[:2]
+            best[kind].append(top)
+    for b in grants:
+        if b.call.mode == "permit":
+            continue  # a semaphore's count of permits is check_overlaps' business
+        i = bisect.bisect_right(starts, b.call.invoke)
+        if not i:
+            continue
+        kind = "any" if b.call.mode == "exclusive" else "exclusive"
+        for a in best[kind][i - 1]:
+            if a is not b and b.call.complete < a.certain_end() - slack:
+                bad += 1
+                if bad_before + bad <= 10:
+                    out.append("overlapping grants of %s: %s was granted while %s was certainly live over [%s, %s] ms"
+                               % (name, b.call, a.call, ms(a.start), ms(a.certain_end())))
+                break
     return bad
 
 
@@ -320,6 +355,8 @@ def check(paths, slack_ms=1.0, lossy=False, out=None):
 SELF_TESTS = [
     ("overlapping grants", True, [
         "a acquire n granted 1 0 2 1000", "b acquire n granted 2 500 502 1000"]),
+    ("a grant made while another was certainly live, then released at once", True, [
+        "a acquire n granted 1 0 2 1000", "b acquire n granted 2 100 102", "b release n ok 2 103 104"]),
     ("a token going backwards", True, [
         "a acquire n granted 5 0 2 100", "a release n ok 5 10 12 -", "b acquire n granted 4 20 22 100"]),
     ("a stale-token write accepted after a newer grant", True, [
