@@ -131,6 +131,9 @@ class Grant:
         self.live_until = max(call.invoke + (call.ttl or 0), call.complete, call.valid_until or 0)
         self.ended_by = None  # the first call that may have ended it early, if any
         self.ends_at = INF    # and the earliest moment it may have done so
+        # The first call whose answer says it had ended: an acknowledged
+        # release, a heartbeat answered false (nothing revives a grant).
+        self.dead_by = None
         # The latest moment it can have been live by its TTL: the last call
         # that may have extended it, completed, + TTL (None: unknown).
         self.expires_by = call.complete + call.ttl if call.ttl is not None else None
@@ -163,12 +166,16 @@ def build_grants(calls):
                 # Live when the server ran it (after invoke), and extended by
                 # the TTL from then; without a TTL, live until then at least.
                 own.live_until = max(own.live_until, c.invoke + (ttl or 0), c.valid_until or 0)
+            if c.result == "false" and (own.dead_by is None or c.complete < own.dead_by.complete):
+                own.dead_by = c
             if c.result in ("ok", "unknown") and own.expires_by is not None:
                 # An ambiguous heartbeat may run on the server at any time
                 # after its invoke (a half-open connection): no bound.
                 own.expires_by = INF if c.result == "unknown" or ttl is None else max(own.expires_by, c.complete + ttl)
         elif c.call == "release" and own and c.result != "error":
             own.may_end(c, c.invoke)
+            if c.result in ("ok", "false") and (own.dead_by is None or c.complete < own.dead_by.complete):
+                own.dead_by = c
         elif c.call == "revoke" and c.result != "error":
             # Ends whichever grant of the name is live when it runs.
             for g in by_name.get(c.name, ()):
@@ -263,7 +270,9 @@ def check_token_order(calls, slack, out):
         for c in done:
             best.append(c if not best or c.token > best[-1].token else best[-1])
         for c in cs:
-            i = bisect.bisect_left(completes, c.invoke - slack)  # done[:i] completed before c was invoked
+            # done[:i] completed before c was invoked: two readings of one
+            # clock, so no slack (an equal reading leaves the order open).
+            i = bisect.bisect_left(completes, c.invoke)
             if i and best[i - 1].token >= c.token:
                 bad += 1
                 if bad <= 10:
@@ -298,12 +307,11 @@ def check_writes(calls, grants, slack, out):
                 continue
             reason = None
             completes, best = index.get(c.name, ([], []))
-            i = bisect.bisect_left(completes, c.invoke - slack)
+            i = bisect.bisect_left(completes, c.invoke)
             if i and best[i - 1].token > c.token:
                 reason = "%s had completed before it was invoked" % best[i - 1]
-            elif g.ended_by is not None and g.ended_by.result in ("ok", "false") and g.ended_by.call == "release" \
-                    and g.ended_by.complete < c.invoke - slack:
-                reason = "its grant was released by %s" % g.ended_by
+            elif g.dead_by is not None and g.dead_by.complete < c.invoke:
+                reason = "its grant had ended by %s" % g.dead_by
             elif g.expires_by is not None and g.expires_by < c.invoke - slack:
                 reason = "its grant (%s) had expired by %s ms on any clock reading" % (g.call, ms(g.expires_by))
             if reason:
@@ -361,6 +369,10 @@ SELF_TESTS = [
         "a acquire n granted 5 0 2 100", "a release n ok 5 10 12 -", "b acquire n granted 4 20 22 100"]),
     ("a stale-token write accepted after a newer grant", True, [
         "a acquire n granted 1 0 2 100", "b acquire n granted 2 300 302 100", "a write n ok 1 310 320 -"]),
+    ("a write accepted right after its release", True, [
+        "a acquire n granted 1 0 2 1000", "a release n ok 1 10 12", "a write n ok 1 12.1 13"]),
+    ("a write accepted after a heartbeat of its token returned false", True, [
+        "a acquire n granted 1 0 2 1000", "a heartbeat n false 1 10 12", "a write n ok 1 20 21"]),
     ("a write accepted after its grant had expired, with no newer grant", True, [
         "a acquire n granted 1 0 2 100", "a write n ok 1 200 210 -"]),
     ("a write under a token never granted", True, [
@@ -403,7 +415,7 @@ def self_test():
             with open(path, "w", encoding="utf-8") as log:
                 for line in lines:
                     f = line.split()
-                    f[5], f[6] = str(int(f[5]) * 1000), str(int(f[6]) * 1000)
+                    f[5], f[6] = str(int(float(f[5]) * 1000)), str(int(float(f[6]) * 1000))
                     f += ["-"] * (9 - len(f))
                     log.write("\t".join(f) + "\n")
             violations, out = check([path])
