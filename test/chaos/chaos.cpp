@@ -78,6 +78,14 @@
 //     position order, and the granted token is the token of the last grant or
 //     revoke that committed before the change did.
 //
+// With --log-dir DIR, every client (the workers, and the chaos thread for its
+// revokes) also logs each call it completed to DIR/history.log
+// (test/common/history_log.hpp): acquires, heartbeats, releases, revokes and
+// write transactions that met the fence, with results, tokens and time
+// windows. test/chaos/run.sh gives that log to test/common/history_check.py
+// (docs/operations.md, "The history checker"), which proves the guarantees
+// again from the clients' side alone.
+//
 // Prints TAP-style lines, the figures, and "chaos: N passed, N failed".
 #include "../common/history_log.hpp"
 #include "../common/pq.hpp"
