@@ -162,8 +162,10 @@ def build_grants(calls, out):
                 continue
             grants[key] = Grant(c)
     by_name = collections.defaultdict(list)
+    by_owner = collections.defaultdict(list)  # (name, client) -> grants
     for g in grants.values():
         by_name[g.call.name].append(g)
+        by_owner[(g.call.name, g.call.client)].append(g)
     for c in calls:
         own = grants.get((c.name, c.token)) if c.token is not None else None
         if c.call == "heartbeat" and own:
@@ -189,8 +191,8 @@ def build_grants(calls, out):
                     g.may_end(c, c.invoke)
         elif c.call in CALLS_GRANT and c.result != "error":
             # The same owner's new acquire of the name replaces its grant.
-            for g in by_name.get(c.name, ()):
-                if g.call is not c and g.call.client == c.client and c.invoke >= g.call.invoke:
+            for g in by_owner.get((c.name, c.client), ()):
+                if g.call is not c and c.invoke >= g.call.invoke:
                     g.may_end(c, c.invoke)
     return grants, by_name, twice
 
