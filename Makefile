@@ -80,7 +80,7 @@ TEST_PROGRAMS = test/chaos/chaos test/fuzz/fuzz test/fleet/fleet test/ha/ha_clie
 	test/differential/differential
 TEST_PROGRAM_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra $(WERROR) -isystem $(libpq_srcdir)
 EXTRA_CLEAN += $(TEST_PROGRAMS)
-$(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp
+$(TEST_PROGRAMS): %: %.cpp test/common/pq.hpp test/common/history_log.hpp
 	$(CXX) $(TEST_PROGRAM_CXXFLAGS) $(LDFLAGS) -o $@ $< $(libpq) -pthread
 test-programs: $(TEST_PROGRAMS)
 .PHONY: test-programs

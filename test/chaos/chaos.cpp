@@ -78,7 +78,16 @@
 //     position order, and the granted token is the token of the last grant or
 //     revoke that committed before the change did.
 //
+// With --log-dir DIR, every client (the workers, and the chaos thread for its
+// revokes) also logs each call it completed to DIR/history.log
+// (test/common/history_log.hpp): acquires, heartbeats, releases, revokes and
+// write transactions that met the fence, with results, tokens and time
+// windows. test/chaos/run.sh gives that log to test/common/history_check.py
+// (docs/operations.md, "The history checker"), which proves the guarantees
+// again from the clients' side alone.
+//
 // Prints TAP-style lines, the figures, and "chaos: N passed, N failed".
+#include "../common/history_log.hpp"
 #include "../common/pq.hpp"
 
 #include <algorithm>
@@ -134,6 +143,9 @@ struct Options {
 };
 
 Clock::time_point run_start;
+
+// The call log for test/common/history_check.py (--log-dir DIR: DIR/history.log).
+history::Log* call_log = nullptr;
 
 double ms_since_start(Clock::time_point t)
 {
@@ -447,6 +459,14 @@ private:
 
     std::string who() const { return owner_; }
 
+    // Logs a call this worker completed just now (history_log.hpp).
+    void log_call(const std::string& call, const std::string& name, const char* result,
+                  std::optional<long long> token, long long invoke_us, std::optional<long long> ttl_ms = std::nullopt)
+    {
+        if (call_log)
+            call_log->record(owner_, call, name, result, token, invoke_us, history::now_us(), ttl_ms);
+    }
+
     bool connect()
     {
         // statement_timeout is a safety net: a statement hanging this long is
@@ -499,6 +519,8 @@ private:
         const char* mode = "lease";
         const char* where = "lease_acquire";
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
+        std::string call = "acquire";
         Outcome o;
         switch (kind_) {
         case WorkerKind::lease:
@@ -510,6 +532,7 @@ private:
             lease = semaphore_name;
             mode = "semaphore";
             where = "semaphore_acquire";
+            call = "acquire_permit/" + std::to_string(options_.permits);
             o = conn_->execute("SELECT lease.semaphore_acquire($1::text, $2::text, $3::int, $4::interval, $5::interval)",
                                {lease, owner_, std::to_string(options_.permits), ttl_text, wait});
             break;
@@ -525,15 +548,18 @@ private:
             } else {
                 mode = "shared";
                 where = "lease_acquire_shared";
+                call = "acquire_shared";
             }
             o = conn_->execute("SELECT lease." + std::string(mode[0] == 'e' ? "lease_acquire" : "lease_acquire_shared") +
                                    "($1::text, $2::text, $3::interval, $4::interval)",
                                {lease, owner_, ttl_text, wait});
             break;
         }
+        const std::optional<std::string> token = o.get();
+        log_call(call, lease, o.ok() ? (token ? "granted" : "denied") : history::failure(o),
+                 token ? std::optional<long long>(std::stoll(*token)) : std::nullopt, invoked, ttl);
         if (classify(o, where) != Result::ok)
             return;
-        const std::optional<std::string> token = o.get();
         if (!token) {
             ++figures.acquire_null;
             sleep_until(Clock::now() + Millis(random(10, options_.ttl_min_ms / 2)));
@@ -559,8 +585,12 @@ private:
     {
         const Clock::time_point sent = Clock::now();
         held_->last_attempt = sent;
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.lease_heartbeat($1::text, $2::bigint)",
                                          {held_->lease, std::to_string(held_->token)});
+        log_call("heartbeat", held_->lease,
+                 o.ok() ? (o.get() == std::optional<std::string>("t") ? "ok" : "false") : history::failure(o),
+                 held_->token, invoked);
         if (classify(o, "lease_heartbeat") != Result::ok)
             return false;
         if (o.get() == std::optional<std::string>("t")) {
@@ -699,9 +729,18 @@ private:
     Result transaction(const std::vector<Step>& steps, bool setting, bool zombie, bool stall, std::string& tag)
     {
         tag = owner_ + "." + std::to_string(++txns_);
+        const long long invoked = history::now_us();
         Result r = classify(conn_->execute("BEGIN"), "BEGIN");
         if (r != Result::ok)
             return r;
+        // A write that the fence turned away, or that failed before its
+        // COMMIT, changed nothing; one whose COMMIT was cut off may have
+        // committed. A committed one that changed no fenced row never met the
+        // fence (a parent without children, an UPDATE that found no row) and
+        // is not logged.
+        const auto log_write = [&](const char* result) {
+            log_call("write", held_->lease, result, held_->token, invoked);
+        };
         const std::string token = std::to_string(held_->token);
         r = classify(conn_->execute("SELECT pg_catalog.set_config('chaos.txn', $1::text, true),"
                                     "       pg_catalog.set_config('chaos.token', $2::text, true)",
@@ -716,6 +755,7 @@ private:
                 std::this_thread::sleep_for(Millis(random(1, 5)));
         }
         if (r != Result::ok) {
+            log_write(r == Result::fenced ? "LF001" : "error");
             if (conn_)
                 conn_->execute("ROLLBACK");
             return r;
@@ -726,11 +766,16 @@ private:
             // allowed (the rows passed the fence while the lease was live), and
             // no takeover may have committed in between.
             if (!sleep_until(held_->last_attempt + Millis(held_->ttl_ms * 3 / 2 + 200))) {
+                log_write("error");
                 conn_->execute("ROLLBACK");
                 return Result::failed;
             }
         }
         const Outcome commit = conn_->execute("COMMIT");
+        if (!commit.ok())
+            log_write(history::failure(commit));
+        else if (txn.changes > 0)
+            log_write("ok");
         r = classify(commit, "COMMIT");
         if (r == Result::lost) {
             ++figures.commits_in_doubt;
@@ -853,8 +898,12 @@ private:
     {
         const int pick = random(0, 99);
         if (pick < 40) {
+            const long long invoked = history::now_us();
             const Outcome o = conn_->execute("SELECT lease.lease_release($1::text, $2::bigint)",
                                              {held_->lease, std::to_string(held_->token)});
+            log_call("release", held_->lease,
+                     o.ok() ? (o.get() == std::optional<std::string>("t") ? "ok" : "false") : history::failure(o),
+                     held_->token, invoked);
             if (classify(o, "lease_release") == Result::ok && o.get() == std::optional<std::string>("t"))
                 ++figures.releases;
             held_.reset();
@@ -1036,7 +1085,12 @@ private:
             names.push_back(shared_name);
         const std::string lease = names[random(0, static_cast<int>(names.size()) - 1)];
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.lease_revoke($1::text)", {lease});
+        if (call_log)
+            call_log->record("chaos", "revoke", lease, o.ok() ? "ok" : history::failure(o),
+                             o.get() ? std::optional<long long>(std::stoll(*o.get())) : std::nullopt, invoked,
+                             history::now_us());
         if (!check(o, "lease_revoke"))
             return;
         if (const std::optional<std::string> token = o.get()) {
@@ -2114,6 +2168,11 @@ int main(int argc, char** argv)
                       << (have_set_fence_token ? "available" : "absent") << std::endl;
         }
 
+        std::unique_ptr<history::Log> log;
+        if (!options.log_dir.empty()) {
+            log = std::make_unique<history::Log>(options.log_dir + "/history.log");
+            call_log = log.get();
+        }
         std::mt19937_64 seeds(options.seed);
         run_start = Clock::now();
         const Clock::time_point end = run_start + std::chrono::seconds(options.seconds);

@@ -21,7 +21,12 @@
 # beside another) were live at once by the grant history, that no more than
 # N tokens' fenced writes overlapped in time (no shared write beside an
 # exclusive one), and that every change fell inside its writer's grant (see
-# the header of chaos.cpp).
+# the header of chaos.cpp). Every client also logs each call it completed
+# (acquire, heartbeat, release, revoke, write: its result, token and time
+# window), and test/common/history_check.py checks that log from the clients'
+# side alone: no overlapping grants, tokens increasing per name, no stale
+# write accepted, no live holder turned away (docs/operations.md, "The
+# history checker"); its self-test over forged logs runs here too.
 #
 #   default (short): 8 workers, 3 leases, 40 s, 2 immediate restarts (~1 min)
 #                    + 4 workers on a semaphore of 2 permits, 4 shared/exclusive,
@@ -39,6 +44,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 . scripts/lib.sh
 
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54364}
+# python3 runs the history checker.
+ensure_packages python3 >/dev/null || { echo "chaos: 0 passed, 1 failed"; exit 1; }
 ARGS=(--workers 8 --leases 3 --sem-workers 4 --permits 2 --rw-workers 4 --freeze-every 4000 --seconds 40 --restarts 2)
 if [ "${1:-}" = "--long" ]; then
     shift
@@ -76,6 +83,31 @@ passed=$(echo "$line" | awk '{print $2}')
 failed=$(echo "$line" | awk '{print $4}')
 passed=${passed:-0}
 failed=${failed:-1}
+
+# The history checker (docs/operations.md, "The history checker") over the
+# calls every client of the harness logged ($WORK/history.log), then its
+# self-test: forged logs that each break one property, and ambiguous ones
+# that must pass. A failing log is kept for a rerun of the checker.
+history_out=$(python3 test/common/history_check.py "$WORK/history.log" 2>&1)
+if [ $? -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "ok $((passed + failed)) - history checker over every client's calls: ${history_out%%$'\n'*}"
+else
+    failed=$((failed + 1))
+    kept=$(mktemp /tmp/lease-chaos-history.XXXXXX)
+    cp "$WORK/history.log" "$kept"
+    echo "not ok $((passed + failed)) - history checker over every client's calls (log kept: $kept)"
+    printf '%s\n' "$history_out" | sed 's/^/#   /'
+fi
+history_out=$(python3 test/common/history_check.py --self-test 2>&1)
+if [ $? -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "ok $((passed + failed)) - history checker self-test: ${history_out##*$'\n'}"
+else
+    failed=$((failed + 1))
+    echo "not ok $((passed + failed)) - history checker self-test"
+    printf '%s\n' "$history_out" | sed 's/^/#   /'
+fi
 
 # A race the random run rarely hits, made certain with a debugger: a grant
 # that follows a release must not be recorded as acquired before the release

@@ -44,7 +44,13 @@
 //     about timing: its check is skipped, saying so. A session that ended
 //     although it was kept alive within its TTL fails the worker.
 // Finally it forges one violation of each kind and checks that the checks fail.
+// Each worker (and the conductor, for its pool removes) also logs every call
+// it completed to DIR/history-*.log, which test/fleet/run.sh gives to the
+// history checker, test/common/history_check.py (docs/operations.md, "The
+// history checker"): a claim is an acquire, a keepalive a heartbeat of each
+// grant it keeps, a session_close a release of each, a pool remove a revoke.
 // Prints TAP-style lines, figures, and "fleet: N passed, N failed".
+#include "../common/history_log.hpp"
 #include "../common/pq.hpp"
 
 #include <signal.h>
@@ -104,6 +110,7 @@ struct WorkerOptions {
     int tick_ms = 1000;
     int claim_ms = 500;
     std::string log;
+    std::string history;  // the call log for the history checker
 };
 
 volatile std::sig_atomic_t terminate_requested = 0;
@@ -115,7 +122,8 @@ void request_termination(int)
 
 class FleetWorker {
 public:
-    explicit FleetWorker(const WorkerOptions& options) : options_(options), owner_("fleet-w" + std::to_string(options.id))
+    explicit FleetWorker(const WorkerOptions& options)
+        : options_(options), owner_("fleet-w" + std::to_string(options.id)), calls_(options.history)
     {
     }
 
@@ -161,7 +169,10 @@ public:
             if (wait_for_events(wake) && event_claim_ == no_claim)
                 event_claim_ = Clock::now() + Millis(5);  // let a burst of events arrive first
         }
+        const long long close_invoked = history::now_us();
         const Outcome closed = conn_->execute("SELECT lease.session_close($1::bigint)", {std::to_string(session_)});
+        for (const auto& [name, held] : held_)
+            call("release", name, closed.ok() ? "ok" : history::failure(closed), held.token, close_invoked);
         if (!closed.ok())
             return fatal("session_close: " + closed.message());
         note("closed session " + std::to_string(session_) + " releasing " + closed.get().value_or("?"));
@@ -182,6 +193,23 @@ private:
 
     void note(const std::string& line) { std::fprintf(log_, "%s\n", line.c_str()); }
 
+    // Logs a call completed just now for the history checker.
+    void call(const char* kind, const std::string& name, const char* result, long long token, long long invoke_us,
+              std::optional<long long> ttl_ms = std::nullopt)
+    {
+        calls_.record(owner_, kind, name, result, token, invoke_us, history::now_us(), ttl_ms, valid_until());
+    }
+
+    // A grant lives as long as its session: an unbound session at least a TTL
+    // after the last open or keepalive that succeeded was sent. A bound one
+    // ends with its connection, at any moment for all the log can tell.
+    std::optional<long long> valid_until() const
+    {
+        if (options_.bind)
+            return std::nullopt;
+        return renewed_us_ + options_.ttl_ms * 1000LL;
+    }
+
     int fatal(const std::string& what)
     {
         note("error " + what);
@@ -192,6 +220,7 @@ private:
     bool open_session()
     {
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.session_open($1, $2::interval, $3::boolean)",
                                          {owner_, std::to_string(options_.ttl_ms) + " ms", options_.bind ? "t" : "f"});
         if (!o.ok() || !o.get()) {
@@ -199,6 +228,7 @@ private:
             return false;
         }
         session_ = std::stoll(*o.get());
+        renewed_us_ = invoked;
         last_alive_ = Clock::now();
         last_renewal_sent_ = sent;
         ++sessions_;
@@ -249,6 +279,7 @@ private:
             }
             const std::size_t to = names.size();
             const bool zombie = Clock::now() - last_alive_ > Millis(options_.ttl_ms);
+            const long long invoked = history::now_us();
             if (!PQenterPipelineMode(c)) {
                 fatal("pipeline: " + conn_->error());
                 return;
@@ -271,6 +302,7 @@ private:
                     fatal("pipeline: no sync after " + names[i] + ": " + conn_->error());
                     return;
                 }
+                call("write", names[i], row.ok() ? "ok" : history::failure(row), held_[names[i]].token, invoked);
                 settle_write(names[i], zombie, checkpoint, row);
             }
             if (!PQexitPipelineMode(c)) {
@@ -316,12 +348,19 @@ private:
     bool keepalive()
     {
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.session_keepalive($1::bigint)", {std::to_string(session_)});
         if (!o.ok()) {
             fatal("session_keepalive: " + o.message());
             return false;
         }
-        if (o.get() == std::optional<std::string>("t")) {
+        const bool alive = o.get() == std::optional<std::string>("t");
+        if (alive)
+            renewed_us_ = invoked;
+        for (const auto& [name, held] : held_)
+            call("heartbeat", name, alive ? "ok" : "false", held.token, invoked,
+                 options_.bind ? std::nullopt : std::optional<long long>(options_.ttl_ms));
+        if (alive) {
             last_alive_ = Clock::now();
             last_renewal_sent_ = sent;
             return true;
@@ -362,8 +401,12 @@ private:
             const auto it = held_.find(o.value(i, 0));
             if (it == held_.end())
                 continue;
+            const long long invoked = history::now_us();
             const Outcome r = conn_->execute("SELECT lease.lease_release($1, $2::bigint)",
                                              {it->first, std::to_string(it->second.token)});
+            call("release", it->first,
+                 r.ok() ? (r.get() == std::optional<std::string>("t") ? "ok" : "false") : history::failure(r),
+                 it->second.token, invoked);
             if (!r.ok()) {
                 fatal("lease_release: " + r.message());
                 return false;
@@ -376,6 +419,7 @@ private:
 
     bool claim()
     {
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute(
             "SELECT name, token, COALESCE((state->>'seq')::bigint, 0) FROM lease.claim($1, $2::bigint)",
             {pool_name, std::to_string(session_)});
@@ -383,6 +427,7 @@ private:
             return lost_or_failed(o, "claim");
         for (int i = 0; i < o.rows(); ++i) {
             held_[o.value(i, 0)] = Held{std::stoll(o.value(i, 1)), std::stoll(o.value(i, 2))};
+            call("acquire", o.value(i, 0), "granted", std::stoll(o.value(i, 1)), invoked);
             ++granted_;
         }
         return true;
@@ -438,6 +483,8 @@ private:
     long granted_ = 0, released_ = 0, sessions_ = 0, event_claims_ = 0;
     static constexpr Clock::time_point no_claim = Clock::time_point::max();
     Clock::time_point event_claim_ = no_claim;  // when to claim because an event said something was freed
+    history::Log calls_;
+    long long renewed_us_ = 0;  // when the last open or keepalive that succeeded was sent (CLOCK_REALTIME)
 };
 
 int worker_main(int argc, char** argv)
@@ -457,6 +504,8 @@ int worker_main(int argc, char** argv)
             options.claim_ms = std::stoi(value);
         else if (flag == "--log")
             options.log = value;
+        else if (flag == "--history")
+            options.history = value;
         else
             return 2;
     }
@@ -579,7 +628,8 @@ class Conductor {
 public:
     explicit Conductor(const RunOptions& options)
         : options_(options), rng_(options.seed), report_(options.tap_offset),
-          ctl_("application_name=fleet-conductor connect_timeout=10")
+          ctl_("application_name=fleet-conductor connect_timeout=10"),
+          history_(options.log_dir + "/history-conductor.log")
     {
     }
 
@@ -689,7 +739,8 @@ private:
             const std::vector<std::string> args = {
                 options_.self, "worker", "--id", std::to_string(id), "--bind", bind ? "1" : "0",
                 "--ttl-ms", std::to_string(options_.ttl_ms), "--tick-ms", std::to_string(options_.tick_ms),
-                "--claim-ms", std::to_string(options_.claim_ms), "--log", log_path(id)};
+                "--claim-ms", std::to_string(options_.claim_ms), "--log", log_path(id),
+                "--history", options_.log_dir + "/history-" + std::to_string(id) + ".log"};
             std::vector<char*> argv;
             for (const std::string& a : args)
                 argv.push_back(const_cast<char*>(a.c_str()));
@@ -932,7 +983,12 @@ private:
             const std::string added = resource_name(next_resource_++);
             const std::string remove = options_.pg_lease + " pool remove fleet " + victim + " >/dev/null";
             const std::string put = options_.pg_lease + " pool put fleet " + added + " >/dev/null";
-            if (std::system(remove.c_str()) != 0)
+            const long long remove_invoked = history::now_us();
+            const int remove_rc = std::system(remove.c_str());
+            // It ends the resource's grant as a revoke does (docs/reference.md).
+            history_.record("conductor", "revoke", victim, remove_rc == 0 ? "ok" : "unknown", std::nullopt,
+                            remove_invoked, history::now_us());
+            if (remove_rc != 0)
                 failures += remove + "\n";
             pool_names_[victim].second = server_now();
             // In the pool from before the put: a claim may take it before the
@@ -1588,6 +1644,7 @@ private:
     int zombies_ = 0;
     std::vector<Change> changes_;
     std::map<std::string, std::pair<long long, long long>> pool_names_;  // name -> [in pool from, until)
+    history::Log history_;  // the pool removes, for the history checker
     long long watch_from_us_ = 0, end_us_ = 0;
     std::string bad_exits_, cli_failures_;
 

@@ -14,7 +14,9 @@
 #     lease.history, lease.sessions and the rows: never two owners, no zombie
 #     write accepted, sequences without gap or repeat, every resource owned
 #     again within the bound and the fleet balanced (spread <= 1) within 3
-#     keepalive intervals after each change.
+#     keepalive intervals after each change. Every worker and the conductor
+#     log their calls, and the history checker (test/common/history_check.py,
+#     docs/operations.md "The history checker") checks those logs.
 #
 #   default (short, for CI): 6 workers, 8 changes plus a deploy of every
 #                            worker, about 75 s in all
@@ -40,7 +42,7 @@ if [ "${1:-}" = "--long" ]; then
     ARGS=(--long --workers 8 --seconds 300)
 fi
 
-ensure_packages make g++ "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" libpq-dev || exit 1
+ensure_packages make g++ "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" libpq-dev python3 || exit 1
 echo "# building the fleet program"
 if ! make -s test/fleet/fleet PG_CONFIG="$PGBIN/pg_config"; then
     echo "fleet: 0 passed, 1 failed"
@@ -189,6 +191,11 @@ if [ "${fleet_failed:-1}" -ne 0 ]; then
         tail -n 5 "$f" | sed 's/^/#   /'
     done
 fi
+
+# The history checker (docs/operations.md, "The history checker") over every
+# call the workers and the conductor logged.
+history_out=$(python3 test/common/history_check.py "$WORK"/history-*.log 2>&1)
+report $? "history checker over every client's calls: ${history_out%%$'\n'*}" "$history_out"
 
 pool pool status fleet --json
 expect "after the fleet has shut down, pool status shows its 500 resources free" 0 \

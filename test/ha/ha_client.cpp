@@ -38,6 +38,9 @@
 //   writes.csv   client|seq|lease|token|server_port|received_ms|zombie   (COMMIT acknowledged)
 //   zombies.csv  client|seq|lease|token|outcome|ms   (outcome: LF001, accepted, or what failed)
 //   events.log   ms|client|what   (connection losses, reconnects, lost leases, unexpected errors)
+//   history.log  every acquire, heartbeat, release and fenced write, for
+//                test/common/history_check.py (test/common/history_log.hpp)
+#include "../common/history_log.hpp"
 #include "../common/pq.hpp"
 
 #include <pthread.h>
@@ -124,6 +127,7 @@ private:
 };
 
 Log grants_log, writes_log, zombies_log, events_log;
+history::Log* call_log = nullptr;
 
 template <typename... Parts>
 std::string join(const Parts&... parts)
@@ -164,6 +168,19 @@ protected:
 
     void event(const std::string& what) { events_log.line(join(str(wall_ms()), name_, what)); }
 
+    // Logs a call completed just now for the history checker.
+    void log_call(const char* call, const char* result, std::optional<long long> token, long long invoke_us,
+                  std::optional<long long> ttl_ms = std::nullopt)
+    {
+        call_log->record(owner_, call, lease_, result, token, invoke_us, history::now_us(), ttl_ms);
+    }
+
+    // What a lease_heartbeat or lease_release answered.
+    static const char* boolean_result(const Outcome& o)
+    {
+        return o.ok() ? (o.get() == std::optional<std::string>("t") ? "ok" : "false") : history::failure(o);
+    }
+
     // (Re)connects every 100 ms until it succeeds or the run stops.
     bool connect()
     {
@@ -196,25 +213,33 @@ protected:
     struct Grant {
         long long token;
         Clock::time_point sent;
+        long long invoked_us;
         std::string line;  // for grants.csv, without the commit time
     };
 
     // Acquires this client's lease (in the open transaction, if any).
-    std::optional<Grant> acquire(const char* kind)
+    // A grant made in a transaction is logged when its COMMIT returns.
+    std::optional<Grant> acquire(const char* kind, bool in_transaction = false)
     {
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
         const Outcome o =
             conn_->execute(acquire_sql, {lease_, owner_, std::to_string(options_.ttl_ms) + " milliseconds"});
         if (!o.ok()) {
+            // In a transaction (a storm client), nothing commits after a failure.
+            log_call("acquire", in_transaction ? "error" : history::failure(o), std::nullopt, invoked, options_.ttl_ms);
             failed(o, "lease_acquire");
             return std::nullopt;
         }
         const std::optional<std::string> token = o.get(0, 0);
         if (!token) {
+            log_call("acquire", "denied", std::nullopt, invoked, options_.ttl_ms);
             event("lease_acquire returned NULL");
             return std::nullopt;
         }
-        return Grant{std::stoll(*token), sent,
+        if (!in_transaction)
+            log_call("acquire", "granted", std::stoll(*token), invoked, options_.ttl_ms);
+        return Grant{std::stoll(*token), sent, invoked,
                      join(kind, name_, lease_, *token, o.value(0, 1), o.value(0, 2), str(wall_ms_of(sent)),
                           str(wall_ms()))};
     }
@@ -294,8 +319,10 @@ private:
     void heartbeat()
     {
         const Clock::time_point sent = Clock::now();
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.lease_heartbeat($1::text, $2::bigint)",
                                          {lease_, std::to_string(held_->token)});
+        log_call("heartbeat", boolean_result(o), held_->token, invoked);
         held_->last_call_ended = Clock::now();
         if (!o.ok()) {
             failed(o, "lease_heartbeat");
@@ -314,8 +341,10 @@ private:
 
     void release()
     {
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute("SELECT lease.lease_release($1::text, $2::bigint)",
                                          {lease_, std::to_string(held_->token)});
+        log_call("release", boolean_result(o), held_->token, invoked);
         if (!o.ok()) {
             failed(o, "lease_release");
             return;  // try again after reconnecting; the token stays held until then
@@ -345,7 +374,9 @@ private:
     void write(long long token, bool zombie)
     {
         const long long seq = ++seq_;
+        const long long invoked = history::now_us();
         const Outcome o = conn_->execute(write_sql, {options_.scenario, name_, str(seq), lease_, str(token)});
+        log_call("write", o.ok() ? "ok" : history::failure(o), token, invoked);
         if (o.ok()) {
             writes_log.line(
                 join(name_, str(seq), lease_, str(token), o.value(0, 0), str(wall_ms()), zombie ? "1" : "0"));
@@ -400,7 +431,7 @@ private:
             failed(begin, "BEGIN");
             return;
         }
-        const std::optional<Grant> grant = acquire("storm");
+        const std::optional<Grant> grant = acquire("storm", true);
         if (!grant) {
             if (conn_)
                 conn_->execute("ROLLBACK");
@@ -408,6 +439,8 @@ private:
         }
         std::this_thread::sleep_for(Millis(2000));
         const Outcome commit = conn_->execute("COMMIT");
+        log_call("acquire", commit.ok() ? "granted" : history::failure(commit), grant->token, grant->invoked_us,
+                 options_.ttl_ms);
         log_grant(*grant, commit.ok() ? str(wall_ms()) : "");
         if (!commit.ok())
             failed(commit, "COMMIT");
@@ -471,6 +504,12 @@ int main(int argc, char** argv)
         std::cerr << "ha_client: cannot write the logs in " << options.log_dir << ": " << std::strerror(errno) << "\n";
         return 1;
     }
+    history::Log history_log(dir + "history.log");
+    if (!history_log.ok()) {
+        std::cerr << "ha_client: cannot write " << dir << "history.log: " << std::strerror(errno) << "\n";
+        return 1;
+    }
+    call_log = &history_log;
 
     // SIGTERM and SIGINT end the run; the threads never see them.
     sigset_t stop_signals;

@@ -55,7 +55,9 @@
 # old primary back as a replica, writes on it refused, and every superseded
 # token rejected by the fence; pg_lease kept its lease (same token) or stopped
 # its command before the lease expired; pg_rewind ran when the old primary
-# had diverged.
+# had diverged; the history checker (test/common/history_check.py) over every
+# call ha_client's clients made (only token order with --lossy where
+# acknowledged calls may be lost).
 #
 #   default   synchronous mode, kill9 (40 s to 2 min on two cores)
 #   --full    synchronous: kill9 crash stop switchover etcd-cut diverge;
@@ -717,6 +719,16 @@ scenario() {
     rejected=$(awk -F'|' '$5 == "LF001"' "$dir/zombies.csv" | wc -l)
     check "$name: every zombie write is rejected with LF001 ($rejected of $zombies; accepted: $(awk -F'|' '$5 == "accepted"' "$dir/zombies.csv" | wc -l))" \
         "$(grep -v '|LF001|' "$dir/zombies.csv")" [ "$zombies" -gt 0 -a "$(awk -F'|' '$5 == "accepted"' "$dir/zombies.csv" | wc -l)" = 0 ]
+
+    # ---- the history checker over every client's calls ----
+    # (docs/operations.md, "The history checker"). A failover that may lose
+    # acknowledged calls (asynchronous mode; a primary that committed alone)
+    # leaves only what survives that to check (--lossy).
+    local history_out history_rc history_args=()
+    [ "$mode" = sync ] && [ "$fault" != diverge ] && [ "$fault" != lagging ] || history_args=(--lossy)
+    history_out=$(python3 test/common/history_check.py "${history_args[@]}" "$dir/history.log" 2>&1)
+    history_rc=$?
+    check "$name: history checker over every client's calls: ${history_out%%$'\n'*}" "$history_out" [ "$history_rc" = 0 ]
 
     # ---- acknowledged writes ----
     local lost acked

@@ -29,6 +29,13 @@
 #              transaction's row never appears, even when the writer sends
 #              COMMIT after the link returns
 #
+# The plain and writer cases log every grant and write their clients made (the
+# holder's grant with the expiry the server gave it, its command's writes, the
+# takeover, the zombie write) to $WORK/history.log, and the history checker
+# (test/common/history_check.py, docs/operations.md "The history checker")
+# checks it at the end. The helper and bound cases log nothing: their grants
+# and heartbeats happen inside pg_lease and the helpers.
+#
 # LEASE_NETFAULT_CASES (default "plain helpers bound writers") picks the cases.
 # Short mode (scripts/test): 2 trials per setting, one partition of each
 # holder. LEASE_NETFAULT_FULL=1 runs LEASE_NETFAULT_TRIALS (default 20) trials
@@ -83,6 +90,30 @@ ensure_packages "${packages[@]}" >/dev/null || fail_setup "could not install ${p
 
 WORK=$(mktemp -d /tmp/lease-netfault.XXXXXX)
 chmod 755 "$WORK"
+# The call log of the history checker; the holders' commands write to it too.
+export HISTORY_LOG=$WORK/history.log
+: >"$HISTORY_LOG"
+
+# history_line CLIENT CALL NAME RESULT TOKEN INVOKE_US COMPLETE_US [TTL_MS
+# [VALID_UNTIL_US]]: one line of the call log (test/common/history_log.hpp).
+history_line() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "${8:--}" "${9:--}" >>"$HISTORY_LOG"
+}
+now_us() { date +%s%6N; }
+# write_result RC OUTPUT: what a psql write (-v VERBOSITY=verbose) came to:
+# any failure but the fence's may have been a connection cut after the COMMIT.
+write_result() {
+    if [ "$1" = 0 ]; then echo ok; elif [[ $2 == *LF001* ]]; then echo LF001; else echo unknown; fi
+}
+# log_takeover NAME FILE INVOKE_US: the waiter's grant (its command wrote
+# "TOKEN MS" to FILE once it had it; MS + 1 ms is after the grant on any
+# clock reading) and its release when that command exited, at some time after.
+log_takeover() {
+    local token at
+    read -r token at <"$2" || return 0
+    history_line "new-$1" acquire "$1" granted "$token" "$3" $(((at + 1) * 1000)) 3000
+    history_line "new-$1" release "$1" unknown "$token" $((at * 1000)) "$(now_us)"
+}
 
 # -- the network -------------------------------------------------------------
 
@@ -221,12 +252,22 @@ replay() {
 
 case_plain() {
     local k=1 name=plain-$1
+    # Each write goes to the history log (as history_line and write_result do);
+    # the token the command was given, to NAME.token beside it.
     cat >"$WORK/writer.sh" <<'EOF'
+echo "$LEASE_TOKEN" >"${HISTORY_LOG%/*}/$LEASE_NAME.token"
 while :; do
-    psql -X -q -c "INSERT INTO nf_work (lease_name, note, fence_token) VALUES ('$LEASE_NAME', 'command', $LEASE_TOKEN)" 2>/dev/null
+    t0=$(date +%s%6N)
+    out=$(psql -X -q -v VERBOSITY=verbose -c "INSERT INTO nf_work (lease_name, note, fence_token) VALUES ('$LEASE_NAME', 'command', $LEASE_TOKEN)" 2>&1)
+    rc=$?
+    t1=$(date +%s%6N)
+    if [ $rc = 0 ]; then r=ok; elif [[ $out == *LF001* ]]; then r=LF001; else r=unknown; fi
+    printf 'old-%s\twrite\t%s\t%s\t%s\t%s\t%s\t-\t-\n' "$LEASE_NAME" "$LEASE_NAME" "$r" "$LEASE_TOKEN" "$t0" "$t1" >>"$HISTORY_LOG"
     sleep 0.2
 done
 EOF
+    local started
+    started=$(now_us)
     (
         in_net $k "$PG_LEASE" run $name --ttl 3s --owner old-$name -- bash "$WORK/writer.sh" >"$WORK/$name.holder.log" 2>&1
         echo "$? $(now_ms)" >"$WORK/$name.exit"
@@ -234,14 +275,27 @@ EOF
     BG_PIDS+=($!)
     poll_until 10 rows_at_least "$name" 3 ||
         { report 1 "plain: pg_lease run in namespace lnf-$k writes over its link" "$(cat "$WORK/$name.holder.log")"; return; }
+    local granted_by holder_token
+    granted_by=$(now_us)
+    read -r holder_token <"$WORK/$name.token"
     sleep 1.5
-    local cut old_token old_expires
+    local cut old_token old_expires waited holder_expires
     net_cut $k
     cut=$(now_ms)
+    # The holder's grant for the history log: live at least until the expiry
+    # its heartbeats gave it by the cut (read before anyone can take over; a
+    # heartbeat still on its way can only move it later), to the ms, - 1 ms.
+    holder_expires=$(sql -c "SELECT (extract(epoch FROM expires_at) * 1000)::bigint - 1 FROM lease.leases
+                              WHERE name = '$name' AND token = $holder_token")
+    waited=$(now_us)
     waiter $name "$WORK/$name.new"
     sleep 0.3
     IFS='|' read -r old_token old_expires < <(sql -c "SELECT token, (extract(epoch FROM expires_at) * 1000)::bigint FROM lease.leases WHERE name = '$name'")
+    # It was made before its command's rows were there.
+    history_line "old-$name" acquire "$name" granted "$holder_token" "$started" "$granted_by" - \
+        "${holder_expires:+$((holder_expires * 1000))}"
     wait_file 15 "$WORK/$name.new" && wait_file 5 "$WORK/$name.exit"
+    log_takeover "$name" "$WORK/$name.new" "$waited"
     local new_token holder_rc holder_exit granted late
     read -r new_token _ <"$WORK/$name.new"
     read -r holder_rc holder_exit <"$WORK/$name.exit"
@@ -261,8 +315,11 @@ EOF
     # The link returns: the old holder's write (and whatever its kernel still
     # retransmits) is fenced.
     net_restore $k
-    local zombie
+    local zombie zombie_rc t0
+    t0=$(now_us)
     zombie=$(in_net $k psql -X -q -v VERBOSITY=verbose -c "INSERT INTO nf_work (lease_name, note, fence_token) VALUES ('$name', 'zombie', $old_token)" 2>&1)
+    zombie_rc=$?
+    history_line "old-$name" write "$name" "$(write_result $zombie_rc "$zombie")" "$old_token" "$t0" "$(now_us)"
     sleep 1
     late=$(sql -c "SELECT count(*) FROM nf_work WHERE lease_name = '$name' AND fence_token = $old_token
                      AND written_at >= to_timestamp($old_expires / 1000.0)")
@@ -408,12 +465,16 @@ case_bound() {
 # writer's backend is terminated by hand).
 writer_case() {
     local k=$1 label=$2 options=$3 bound=$4 name="writer-$2"
-    local token fifo=$WORK/$name.fifo out=$WORK/$name.out
+    local token fifo=$WORK/$name.fifo out=$WORK/$name.out t0
+    t0=$(now_us)
     token=$(sql -c "SELECT lease.lease_acquire('$name', 'writer', '2 seconds')")
+    history_line writer acquire "$name" granted "$token" "$t0" "$(now_us)" 2000
     mkfifo "$fifo"
     in_net "$k" env PGOPTIONS="$options" psql -X -q -A -t -v ON_ERROR_STOP=0 <"$fifo" >"$out" 2>&1 &
     BG_PIDS+=($!)
     exec {fd}>"$fifo"
+    local write_sent
+    write_sent=$(now_us)
     printf '%s\n' "SELECT pg_backend_pid();" "BEGIN;" \
         "INSERT INTO nf_work (lease_name, note, fence_token) VALUES ('$name', 'cut transaction', $token);" \
         "\\echo inserted" >&$fd
@@ -424,6 +485,8 @@ writer_case() {
     net_cut "$k"
     cut=$(now_ms)
     expires=$(ms "(SELECT expires_at FROM lease.leases WHERE name = '$name')")
+    local waited
+    waited=$(now_us)
     waiter "$name" "$WORK/$name.new"
     local granted='' took verdict
     if [ "$bound" = 0 ]; then
@@ -435,6 +498,7 @@ writer_case() {
         sql -c "SELECT pg_terminate_backend($pid)" >/dev/null
     fi
     wait_file 30 "$WORK/$name.new"
+    log_takeover "$name" "$WORK/$name.new" "$waited"
     local new_token
     read -r new_token _ <"$WORK/$name.new"
     if [ -n "$new_token" ]; then
@@ -448,6 +512,12 @@ writer_case() {
     printf '%s\n' "COMMIT;" "\\echo committed" >&$fd
     exec {fd}>&-
     sleep 1
+    # The writer's transaction: a failure psql printed may have come after
+    # its COMMIT reached the server, so any failure counts as unknown.
+    local said
+    said=$(cat "$out")
+    history_line writer write "$name" "$(write_result "$(grep -qi -E 'error|fatal|connection' <<<"$said" && echo 1 || echo 0)" "$said")" \
+        "$token" "$write_sent" "$(now_us)"
     local rows
     rows=$(sql -c "SELECT count(*) FROM nf_work WHERE lease_name = '$name'")
     log_trial "writer $label 1 inserted=$inserted cut=$cut expires=$expires backend_exit=${gone:-alive} granted=${granted:-none} takeover_after_insert_ms=${took:-none} rows=$rows"
@@ -608,6 +678,12 @@ for c in $CASES; do
     esac
 done
 finish_plain
+
+# (Only the plain and writer cases log calls: without them there is nothing to check.)
+if [ -s "$HISTORY_LOG" ]; then
+    history_out=$("$PYTHON3" test/common/history_check.py "$HISTORY_LOG" 2>&1)
+    report $? "history checker over the calls of the plain and writer cases' clients: ${history_out%%$'\n'*}" "$history_out"
+fi
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary netfault
