@@ -164,6 +164,17 @@ BEGIN
             $$ALTER TABLE lease.idempotency_keys DROP CONSTRAINT no_forbidden_key$$,
             $$SELECT lease.idempotency_complete('k1', (SELECT token FROM lease.idempotency_keys WHERE key = 'k1'), '{}')$$,
             $$SELECT status FROM lease.idempotency_keys WHERE key = 'k1'$$,
+            -- A begin may update its key's row (ON CONFLICT DO UPDATE): a
+            -- published table without a replica identity fails it (55000),
+            -- for a new key too; a completion is an update.
+            $$SELECT status FROM lease.idempotency_begin('k2', 'fp', 'w1')$$,
+            $$CREATE PUBLICATION keys_out FOR TABLE lease.idempotency_keys$$,
+            $$ALTER TABLE lease.idempotency_keys REPLICA IDENTITY NOTHING$$,
+            $$SELECT status FROM lease.idempotency_begin('k3', 'fp', 'w1')$$,
+            $$SELECT lease.idempotency_complete('k2', (SELECT token FROM lease.idempotency_keys WHERE key = 'k2'), '{}')$$,
+            $$ALTER TABLE lease.idempotency_keys REPLICA IDENTITY DEFAULT$$,
+            $$DROP PUBLICATION keys_out$$,
+            $$SELECT lease.idempotency_complete('k2', (SELECT token FROM lease.idempotency_keys WHERE key = 'k2'), '{}')$$,
             -- Nothing a heap or index check can fault.
             $$SELECT count(*) FROM verify_heapam('lease.leases')$$,
             $$SELECT count(*) FROM verify_heapam('lease.history')$$,

@@ -114,7 +114,9 @@ void store_key_started(const text* key, const text* fingerprint, int64 token, co
         // As the INSERT ... ON CONFLICT (key) DO UPDATE: the key's row, if it
         // has one, takes the execution, else a new row is inserted (no other
         // transaction inserts the key meanwhile: the caller holds its fence
-        // lock in ExclusiveLock).
+        // lock in ExclusiveLock). The statement may update, so a publication
+        // that cannot serve an update fails it even for a new key (55000).
+        CheckCmdReplicaIdentity(keys, CMD_UPDATE);
         Started started = {fingerprint, token, owner, role, now};
         const ItemPointerData look_up = {};
         if (!change_row(keys, key_of(key), look_up, restart_key_row, &started, true)) {
