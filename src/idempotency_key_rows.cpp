@@ -106,7 +106,7 @@ RowVersion restart_key_row(HeapTuple row, TupleDesc columns, void* context)
 }  // namespace
 
 void store_key_started(const text* key, const text* fingerprint, int64 token, const text* owner, Oid role,
-                       TimestampTz now)
+                       TimestampTz now, bool row_read)
 {
     const CallerIdentity caller = become_lease_owner();
     const Relation keys = open_for_direct_write(rel_idempotency_keys, CMD_INSERT);
@@ -119,7 +119,7 @@ void store_key_started(const text* key, const text* fingerprint, int64 token, co
         CheckCmdReplicaIdentity(keys, CMD_UPDATE);
         Started started = {fingerprint, token, owner, role, now};
         const ItemPointerData look_up = {};
-        if (!change_row(keys, key_of(key), look_up, restart_key_row, &started, true)) {
+        if (!row_read || !change_row(keys, key_of(key), look_up, restart_key_row, &started, true)) {
             const Datum values[idempotency_keys_columns] = {
                 PointerGetDatum(key),   PointerGetDatum(fingerprint), CStringGetTextDatum("running"),
                 Int64GetDatum(token),   static_cast<Datum>(0),        PointerGetDatum(owner),

@@ -268,8 +268,12 @@ struct KeyState {
     TimestampTz finished_at;  // 0 while running
 };
 KeyState store_key_read(const text* key);
+// A started execution of key. row_read: whether the caller's store_key_read,
+// made under the key's fence lock in ExclusiveLock, found the key's row (and
+// did not forget it): without one, none can appear meanwhile (every insert
+// of a key takes that lock), so the row is inserted without looking for it.
 void store_key_started(const text* key, const text* fingerprint, int64 token, const text* owner, Oid role,
-                       TimestampTz now);
+                       TimestampTz now, bool row_read);
 bool store_key_finished(const text* key, int64 token, const char* status, const Jsonb* result, TimestampTz now);
 void store_key_forget(const text* key);
 int64 store_prune_keys(TimestampTz cutoff);
