@@ -142,7 +142,8 @@ using NewRow = void (*)(Datum* values, bool* nulls, void* context);
 // row and new_row is given, inserts the row it makes instead (a grant of a
 // new name: the caller holds the name's fence lock, which serializes its
 // grants, so no other transaction inserts it meanwhile), unless a DBA added a
-// column whose default only the INSERT statement computes (through_sql).
+// column whose default only the INSERT statement computes (through_sql). An
+// invalid version_read then says there is no row to look for (store_grant).
 DirectChange change_directly(const text* name, const ItemPointerData& version_read, RowChange change, void* context,
                              NewRow new_row = nullptr)
 {
@@ -153,8 +154,9 @@ DirectChange change_directly(const text* name, const ItemPointerData& version_re
     DirectChange outcome = DirectChange::through_sql;
     if (leases != nullptr) {
         const RowKey key = {leases_column_name, texteq, F_TEXTEQ, PointerGetDatum(name)};
-        outcome = change_row(leases, key, version_read, change, context) ? DirectChange::changed
-                                                                          : DirectChange::declined;
+        const bool new_name = new_row != nullptr && !ItemPointerIsValid(&version_read);
+        outcome = !new_name && change_row(leases, key, version_read, change, context) ? DirectChange::changed
+                                                                                       : DirectChange::declined;
         if (outcome == DirectChange::declined && new_row != nullptr) {
             if (has_added_columns(leases, leases_columns)) {
                 outcome = DirectChange::through_sql;

@@ -94,7 +94,7 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
                          const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
                          int64 session);
 // Marks the name's lease row (creating it if need be) with a new token, which
-// it returns.
+// it returns (version_read as for store_grant).
 int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role);
 // Extends a live, non-session holder of name that caller (admin: an admin of
 // the extension) acts for, by explicit_expires_at or its ttl; false, changing
@@ -137,7 +137,10 @@ SessionState read_session(int64 session);
 
 // Writes a grant of the lease (an update, or an insert for a new name) and
 // returns its token. Call with the fence lock held in ExclusiveLock.
-// version_read is LeaseState::version of the read that decided it.
+// version_read is LeaseState::version of the read that decided it, made with
+// that lock held: an invalid one (the name had no row) means it still has
+// none, since every insert of a name's row holds that lock, and the row is
+// inserted without looking for it.
 int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
                   TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
 
