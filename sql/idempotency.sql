@@ -260,6 +260,16 @@ SELECT (SELECT last_value FROM lease.fencing_token_seq) = (SELECT last_value FRO
 -- An empty fingerprint and a key of exactly 255 bytes (multibyte counts as bytes) are fine.
 SELECT status FROM lease.idempotency_begin(repeat('é', 127) || 'k', '', repeat('o', 255));
 
+-- A lease on a key's name taken outside the key (lease_acquire after a
+-- retryable failure freed it) passes the fence, but its token is not the
+-- key's execution: it can neither complete nor fail the key (LF001).
+SELECT token AS r_tok FROM lease.idempotency_begin('retry:1', 'fp', 'api-1') \gset
+SELECT lease.idempotency_fail('retry:1', :r_tok, '{"error": "busy"}');
+SELECT lease.lease_acquire('retry:1', 'other', '1 minute') AS o_tok \gset
+SELECT pg_temp.outcome(format($$SELECT lease.idempotency_complete('retry:1', %s, '{}')$$, :o_tok)) AS lease_complete;
+SELECT pg_temp.outcome(format($$SELECT lease.idempotency_fail('retry:1', %s, '{}', false)$$, :o_tok)) AS lease_fail;
+SELECT status, token = :r_tok AS first_token, result FROM lease.idempotency_keys WHERE key = 'retry:1';
+
 DROP TABLE payments;
 DROP ROLE regress_idem_app;
 SET client_min_messages = warning;

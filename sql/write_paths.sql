@@ -154,6 +154,27 @@ BEGIN
             $$ALTER TABLE lease.history ADD CONSTRAINT known_events CHECK (event <> 'released') NOT VALID$$,
             $$SELECT lease.lease_release('a', (SELECT token FROM lease.leases WHERE name = 'a'))$$,
             $$ALTER TABLE lease.history DROP CONSTRAINT known_events$$,
+            -- A new name's row gets the defaults of the columns a DBA added.
+            $$SELECT lease.lease_acquire('c', 'w9')$$,
+            $$SELECT concat_ws('/', name, extra1, extra15) FROM lease.leases WHERE name = 'c'$$,
+            -- An idempotency key's row obeys a CHECK constraint a DBA adds.
+            $$ALTER TABLE lease.idempotency_keys ADD CONSTRAINT no_forbidden_key CHECK (fingerprint <> 'forbidden')$$,
+            $$SELECT status FROM lease.idempotency_begin('k1', 'forbidden', 'w1')$$,
+            $$SELECT status FROM lease.idempotency_begin('k1', 'fp', 'w1')$$,
+            $$ALTER TABLE lease.idempotency_keys DROP CONSTRAINT no_forbidden_key$$,
+            $$SELECT lease.idempotency_complete('k1', (SELECT token FROM lease.idempotency_keys WHERE key = 'k1'), '{}')$$,
+            $$SELECT status FROM lease.idempotency_keys WHERE key = 'k1'$$,
+            -- A begin may update its key's row (ON CONFLICT DO UPDATE): a
+            -- published table without a replica identity fails it (55000),
+            -- for a new key too; a completion is an update.
+            $$SELECT status FROM lease.idempotency_begin('k2', 'fp', 'w1')$$,
+            $$CREATE PUBLICATION keys_out FOR TABLE lease.idempotency_keys$$,
+            $$ALTER TABLE lease.idempotency_keys REPLICA IDENTITY NOTHING$$,
+            $$SELECT status FROM lease.idempotency_begin('k3', 'fp', 'w1')$$,
+            $$SELECT lease.idempotency_complete('k2', (SELECT token FROM lease.idempotency_keys WHERE key = 'k2'), '{}')$$,
+            $$ALTER TABLE lease.idempotency_keys REPLICA IDENTITY DEFAULT$$,
+            $$DROP PUBLICATION keys_out$$,
+            $$SELECT lease.idempotency_complete('k2', (SELECT token FROM lease.idempotency_keys WHERE key = 'k2'), '{}')$$,
             -- Nothing a heap or index check can fault.
             $$SELECT count(*) FROM verify_heapam('lease.leases')$$,
             $$SELECT count(*) FROM verify_heapam('lease.history')$$,

@@ -44,7 +44,7 @@ HistoryPosition next_position()
 }  // namespace
 
 // Every grant and release appends a history row, so the row goes straight into
-// the heap and its indexes (as change_lease_row changes a lease) instead of
+// the heap and its indexes (as change_row changes a lease) instead of
 // through an INSERT statement, unless the table's shape asks for the
 // executor (open_for_direct_write). Both paths write the same position.
 bool store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
@@ -65,7 +65,7 @@ bool store_history(const char* event, TimestampTz at, const text* name, int64 to
     const bool nulls[history_columns] = {false, false, name == nullptr, token == 0, owner == nullptr, session == 0,
                                          !OidIsValid(role), false, false};
     const CallerIdentity caller = become_lease_owner();
-    const Relation history = open_for_direct_write(rel_history);
+    const Relation history = open_for_direct_write(rel_history, CMD_INSERT);
     if (history == nullptr) {
         become_caller(caller);
         char sql_nulls[history_columns];

@@ -193,7 +193,7 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
     const char nulls[10] = {' ', ' ', mode == HolderMode::semaphore ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ',
                             session != 0 ? ' ' : 'n', ' '};
     const CallerIdentity caller = become_lease_owner();
-    const Relation holders = open_for_direct_write(rel_holders);
+    const Relation holders = open_for_direct_write(rel_holders, CMD_INSERT);
     if (holders == nullptr) {
         become_caller(caller);
         const CallerIdentity owner_connection = connect_as_lease_owner();
@@ -307,10 +307,11 @@ bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid ca
 {
     bool released;
     const CallerIdentity caller_identity = become_lease_owner();
-    const Relation holders = open_for_direct_write(rel_holders);
+    const Relation holders = open_for_direct_write(rel_holders, CMD_DELETE);
     if (holders != nullptr) {
         Release release = {name, now, caller, admin, nullptr, InvalidOid};
-        released = delete_holder_row(holders, token, holder_to_release, &release);
+        const RowKey key = {holders_column_token, int8eq, F_INT8EQ, Int64GetDatum(token)};
+        released = delete_row(holders, key, holder_to_release, &release);
         table_close(holders, NoLock);
         become_caller(caller_identity);
         *owner = release.owner;

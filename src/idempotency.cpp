@@ -129,7 +129,7 @@ Datum idempotency_begin(FunctionCallInfo fcinfo)
     }
     const GrantRequest request = {key, owner, duration_interval(ttl), ttl, 0};
     const int64 token = grant_locked(request, lease, live, now);
-    store_key_started(key, fingerprint, token, owner, GetUserId(), now);
+    store_key_started(key, fingerprint, token, owner, GetUserId(), now, state.found);
     return_begin_row(fcinfo, "started", token, nullptr);
     return static_cast<Datum>(0);
 }

@@ -131,24 +131,72 @@ RowVersion end_grant_row(HeapTuple row, TupleDesc columns, void* context)
 // The outcome of a direct change of a lease row.
 enum class DirectChange { changed, declined, through_sql };
 
+// A new name's row, with every column of lease.leases (dropped ones NULL),
+// as the INSERT of query_create or query_create_marked would write it; the
+// token is taken from the sequence when the row is written.
+using NewRow = void (*)(Datum* values, bool* nulls, void* context);
+
 // Applies change to name's lease row directly, as the owner of lease.leases,
 // when the table's shape allows it (open_for_direct_write); through_sql when
-// the caller must run the equivalent SQL statement instead.
-DirectChange change_directly(const text* name, const ItemPointerData& version_read, LeaseRowChange change,
-                             void* context)
+// the caller must run the equivalent SQL statement instead. When name has no
+// row and new_row is given, inserts the row it makes instead (a grant of a
+// new name: the caller holds the name's fence lock, which serializes its
+// grants, so no other transaction inserts it meanwhile), unless a DBA added a
+// column whose default only the INSERT statement computes (through_sql). An
+// invalid version_read then says there is no row to look for (store_grant).
+DirectChange change_directly(const text* name, const ItemPointerData& version_read, RowChange change, void* context,
+                             NewRow new_row = nullptr)
 {
     if (!catalog_has_sessions())
         return DirectChange::through_sql;
     const CallerIdentity caller = become_lease_owner();
-    const Relation leases = open_for_direct_write(rel_leases);
+    const Relation leases = open_for_direct_write(rel_leases, CMD_UPDATE);
     DirectChange outcome = DirectChange::through_sql;
     if (leases != nullptr) {
-        outcome = change_lease_row(leases, name, version_read, change, context) ? DirectChange::changed
-                                                                                : DirectChange::declined;
+        const RowKey key = {leases_column_name, texteq, F_TEXTEQ, PointerGetDatum(name)};
+        const bool new_name = new_row != nullptr && !ItemPointerIsValid(&version_read);
+        outcome = !new_name && change_row(leases, key, version_read, change, context) ? DirectChange::changed
+                                                                                       : DirectChange::declined;
+        if (outcome == DirectChange::declined && new_row != nullptr) {
+            if (has_added_columns(leases, leases_columns)) {
+                outcome = DirectChange::through_sql;
+            } else {
+                const int natts = RelationGetDescr(leases)->natts;
+                Datum* values = static_cast<Datum*>(palloc0(sizeof(Datum) * natts));
+                bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * natts));
+                memset(nulls, true, sizeof(bool) * natts);
+                values[leases_column_name - 1] = PointerGetDatum(name);
+                nulls[leases_column_name - 1] = false;
+                new_row(values, nulls, context);
+                insert_directly(leases, values, nulls);
+                // Like a statement, the insert is visible to what follows.
+                CommandCounterIncrement();
+                outcome = DirectChange::changed;
+            }
+        }
         table_close(leases, NoLock);
     }
     become_caller(caller);
     return outcome;
+}
+
+// A new name's row for a grant.
+void new_grant_row(Datum* values, bool* nulls, void* context)
+{
+    Grant& grant = *static_cast<Grant*>(context);
+    grant.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
+    const Datum columns[leases_columns] = {values[leases_column_name - 1],
+                                           PointerGetDatum(grant.owner),
+                                           Int64GetDatum(grant.token),
+                                           PointerGetDatum(grant.ttl),
+                                           TimestampTzGetDatum(grant.now),
+                                           TimestampTzGetDatum(grant.now),
+                                           TimestampTzGetDatum(grant.expires_at),
+                                           ObjectIdGetDatum(grant.role),
+                                           Int64GetDatum(grant.session)};
+    memcpy(values, columns, sizeof(columns));
+    memset(nulls, false, sizeof(bool) * leases_columns);
+    nulls[leases_column_session - 1] = grant.session == 0;
 }
 
 }  // namespace
@@ -179,6 +227,26 @@ RowVersion mark_row(HeapTuple row, TupleDesc columns, void* context)
     changes.set(leases_column_role, ObjectIdGetDatum(mark.role));
     changes.set_null(leases_column_session);
     return changes.applied_to(row, columns);
+}
+
+// A new name's row, marked.
+void new_marked_row(Datum* values, bool* nulls, void* context)
+{
+    Mark& mark = *static_cast<Mark*>(context);
+    mark.token = nextval_internal(lease_relations().oids[rel_token_sequence], false);
+    const Datum columns[leases_columns] = {values[leases_column_name - 1],
+                                           static_cast<Datum>(0),
+                                           Int64GetDatum(mark.token),
+                                           PointerGetDatum(mark.ttl),
+                                           TimestampTzGetDatum(mark.now),
+                                           TimestampTzGetDatum(mark.now),
+                                           TimestampTzGetDatum(DT_NOEND),
+                                           ObjectIdGetDatum(mark.role),
+                                           static_cast<Datum>(0)};
+    memcpy(values, columns, sizeof(columns));
+    memset(nulls, false, sizeof(bool) * leases_columns);
+    nulls[leases_column_owner - 1] = true;
+    nulls[leases_column_session - 1] = true;
 }
 
 }  // namespace
@@ -212,7 +280,9 @@ constexpr StoredQuery query_grant_v11 = {
     5,
     {TEXTOID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID}};
 
-// create(as grant): a new name; nothing when the lease exists.
+// create(as grant): a new name; nothing when the lease exists. For a
+// lease.leases the direct writer leaves to SQL, or one with a column a DBA
+// added (change_directly).
 constexpr StoredQuery query_create = {
     "INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)"
     " SELECT $1, $2, pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass),"
@@ -235,10 +305,8 @@ int64 store_grant(const text* name, const ItemPointerData& version_read, const t
 {
     const bool sessions = catalog_has_sessions();
     Grant grant = {owner, ttl, now, expires_at, role, session, 0};
-    const DirectChange direct = change_directly(name, version_read, grant_row, &grant);
-    if (direct == DirectChange::changed)
+    if (change_directly(name, version_read, grant_row, &grant, new_grant_row) == DirectChange::changed)
         return grant.token;
-    const bool directly = direct == DirectChange::declined;  // no row yet: insert it
     Datum values[7] = {PointerGetDatum(name),        PointerGetDatum(owner),
                        PointerGetDatum(ttl),         TimestampTzGetDatum(now),
                        TimestampTzGetDatum(expires_at), ObjectIdGetDatum(role),
@@ -246,9 +314,8 @@ int64 store_grant(const text* name, const ItemPointerData& version_read, const t
     const char nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', session != 0 ? ' ' : 'n'};
 
     const CallerIdentity caller = connect_as_lease_owner();
-    if (!directly)
-        run(sessions ? query_grant : query_grant_v11, values, nulls, false);
-    if (directly || SPI_processed == 0)
+    run(sessions ? query_grant : query_grant_v11, values, nulls, false);
+    if (SPI_processed == 0)
         run(sessions ? query_create : query_create_v11, values, nulls, false);
     if (SPI_processed != 1)
         elog(ERROR, "lease: the grant of lease \"%s\" wrote no row", text_to_cstring(name));
@@ -389,14 +456,12 @@ constexpr StoredQuery query_create_marked = {
 int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role)
 {
     Mark mark = {ttl, now, role, 0};
-    const DirectChange direct = change_directly(name, version_read, mark_row, &mark);
-    if (direct == DirectChange::changed)
+    if (change_directly(name, version_read, mark_row, &mark, new_marked_row) == DirectChange::changed)
         return mark.token;
     Datum values[4] = {PointerGetDatum(name), PointerGetDatum(ttl), TimestampTzGetDatum(now), ObjectIdGetDatum(role)};
     const CallerIdentity caller = connect_as_lease_owner();
-    if (direct == DirectChange::through_sql)
-        run(query_mark, values, nullptr, false);
-    if (direct == DirectChange::declined || SPI_processed == 0)
+    run(query_mark, values, nullptr, false);
+    if (SPI_processed == 0)
         run(query_create_marked, values, nullptr, false);
     if (SPI_processed != 1)
         elog(ERROR, "lease: the mark of \"%s\" wrote no row", text_to_cstring(name));

@@ -94,7 +94,7 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
                          const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
                          int64 session);
 // Marks the name's lease row (creating it if need be) with a new token, which
-// it returns.
+// it returns (version_read as for store_grant).
 int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role);
 // Extends a live, non-session holder of name that caller (admin: an admin of
 // the extension) acts for, by explicit_expires_at or its ttl; false, changing
@@ -137,7 +137,10 @@ SessionState read_session(int64 session);
 
 // Writes a grant of the lease (an update, or an insert for a new name) and
 // returns its token. Call with the fence lock held in ExclusiveLock.
-// version_read is LeaseState::version of the read that decided it.
+// version_read is LeaseState::version of the read that decided it, made with
+// that lock held: an invalid one (the name had no row) means it still has
+// none, since every insert of a name's row holds that lock, and the row is
+// inserted without looking for it.
 int64 store_grant(const text* name, const ItemPointerData& version_read, const text* owner, const Interval* ttl,
                   TimestampTz now, TimestampTz expires_at, Oid role, int64 session);
 
@@ -268,8 +271,12 @@ struct KeyState {
     TimestampTz finished_at;  // 0 while running
 };
 KeyState store_key_read(const text* key);
+// A started execution of key. row_read: whether the caller's store_key_read,
+// made under the key's fence lock in ExclusiveLock, found the key's row (and
+// did not forget it): without one, none can appear meanwhile (every insert
+// of a key takes that lock), so the row is inserted without looking for it.
 void store_key_started(const text* key, const text* fingerprint, int64 token, const text* owner, Oid role,
-                       TimestampTz now);
+                       TimestampTz now, bool row_read);
 bool store_key_finished(const text* key, int64 token, const char* status, const Jsonb* result, TimestampTz now);
 void store_key_forget(const text* key);
 int64 store_prune_keys(TimestampTz cutoff);

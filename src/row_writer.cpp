@@ -28,6 +28,12 @@ constexpr ColumnShape holders_shape[] = {
     {"expires_at", TIMESTAMPTZOID, true},  {"role", REGROLEOID, true}, {"session", INT8OID, false},
     {"value", JSONBOID, false}};
 static_assert(lengthof(holders_shape) == holders_columns);
+static_assert(lengthof(leases_shape) == leases_columns);
+constexpr ColumnShape idempotency_keys_shape[] = {
+    {"key", TEXTOID, true},    {"fingerprint", TEXTOID, true}, {"status", TEXTOID, true},
+    {"token", INT8OID, false}, {"result", JSONBOID, false},    {"owner", TEXTOID, false},
+    {"role", REGROLEOID, false}, {"started_at", TIMESTAMPTZOID, true}, {"finished_at", TIMESTAMPTZOID, false}};
+static_assert(lengthof(idempotency_keys_shape) == idempotency_keys_columns);
 
 // Whether the extension's direct writer behaves on table exactly as the SQL
 // statement it replaces would: the table has the columns its script gave it
@@ -65,26 +71,42 @@ bool shape_allows_direct_writes(Relation table, const ColumnShape* shape, int sh
 }
 
 // The next version of the row version at tid, when that is still the latest
-// version of name's row (nothing has updated it since it was read) and change
-// applies to it; a null tuple otherwise, and the caller looks the row up.
-RowVersion change_version_read(Relation leases, const text* name, ItemPointerData tid, LeaseRowChange change,
+// version of the key's row (nothing has updated it since it was read) and
+// change applies to it; a null tuple otherwise, and the caller looks the row
+// up.
+RowVersion change_version_read(Relation table, const RowKey& key, ItemPointerData tid, RowChange change,
                                void* context)
 {
     HeapTupleData row;
     row.t_self = tid;
     Buffer buffer;
     RowVersion next_version = {nullptr, nullptr};
-    if (heap_fetch(leases, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
-        const TupleDesc columns = RelationGetDescr(leases);
+    if (heap_fetch(table, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
+        const TupleDesc columns = RelationGetDescr(table);
         bool isnull;
-        const Datum row_name = heap_getattr(&row, leases_column_name, columns, &isnull);
-        if (DatumGetBool(DirectFunctionCall2Coll(texteq, TupleDescAttr(columns, leases_column_name - 1)->attcollation,
-                                                 row_name, PointerGetDatum(name))))
+        const Datum row_key = heap_getattr(&row, key.column, columns, &isnull);
+        if (DatumGetBool(DirectFunctionCall2Coll(key.equal, TupleDescAttr(columns, key.column - 1)->attcollation,
+                                                 row_key, key.value)))
             next_version = change(&row, columns, context);
     }
     if (BufferIsValid(buffer))
         ReleaseBuffer(buffer);
     return next_version;
+}
+
+// Opens a scan of table's primary key for the key's row, on the latest
+// snapshot (registered in *snapshot, for the caller to unregister).
+SysScanDesc begin_row_scan(Relation table, const RowKey& key, Snapshot* snapshot)
+{
+    const Oid primary_key = RelationGetPrimaryKeyIndex(table);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.%s has no primary key", RelationGetRelationName(table));
+    ScanKeyData scan_key;
+    ScanKeyEntryInitialize(&scan_key, 0, key.column, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(RelationGetDescr(table), key.column - 1)->attcollation, key.equality,
+                           key.value);
+    *snapshot = RegisterSnapshot(GetLatestSnapshot());
+    return systable_beginscan(table, primary_key, true, *snapshot, 1, &scan_key);
 }
 
 // Raises what UPDATE raises under REPEATABLE READ and SERIALIZABLE when the
@@ -99,7 +121,7 @@ RowVersion change_version_read(Relation leases, const text* name, ItemPointerDat
 
 }  // namespace
 
-Relation open_for_direct_write(Relation_ which)
+Relation open_for_direct_write(Relation_ which, CmdType command)
 {
     if (sql_path_forced())
         return nullptr;
@@ -107,13 +129,15 @@ Relation open_for_direct_write(Relation_ which)
     const DirectWrites decision = direct_writes(which);
     if (decision == DirectWrites::undecided) {
         const bool allowed =
-            which == rel_leases    ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
+            which == rel_leases ? shape_allows_direct_writes(table, leases_shape, lengthof(leases_shape), true)
             : which == rel_history
                 ? shape_allows_direct_writes(table, history_shape,
                                              history_has_positions() ? history_columns
                                                                      : history_columns_before_positions,
                                              false)
-                                   : shape_allows_direct_writes(table, holders_shape, lengthof(holders_shape), false);
+            : which == rel_holders
+                ? shape_allows_direct_writes(table, holders_shape, lengthof(holders_shape), false)
+                : shape_allows_direct_writes(table, idempotency_keys_shape, lengthof(idempotency_keys_shape), false);
         // table_open() may have processed invalidations that forgot the
         // relations (and so the decision) before it was made: it stands
         // until the next one.
@@ -128,10 +152,19 @@ Relation open_for_direct_write(Relation_ which)
     }
     // What the executor checks before any write: a read-only transaction or
     // a standby (25006), and a publication the table's replica identity or
-    // row filter cannot serve (55000, 42P10).
-    PreventCommandIfReadOnly(which == rel_leases ? "UPDATE" : "INSERT");
-    CheckCmdReplicaIdentity(table, which == rel_leases ? CMD_UPDATE : CMD_INSERT);
+    // row filter cannot serve (55000, 42P10; an insert needs neither).
+    PreventCommandIfReadOnly(command == CMD_INSERT ? "INSERT" : command == CMD_UPDATE ? "UPDATE" : "DELETE");
+    CheckCmdReplicaIdentity(table, command);
     return table;
+}
+
+bool has_added_columns(Relation table, int shape_columns)
+{
+    const TupleDesc columns = RelationGetDescr(table);
+    for (int c = shape_columns; c < columns->natts; ++c)
+        if (!TupleDescAttr(columns, c)->attisdropped)
+            return true;
+    return false;
 }
 
 namespace {
@@ -181,10 +214,10 @@ void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_
     FreeExecutorState(estate);
 }
 
-bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
-                      void* context)
+bool change_row(Relation table, const RowKey& key, const ItemPointerData& version_read, RowChange change,
+                void* context, bool upsert)
 {
-    const TupleDesc columns = RelationGetDescr(leases);
+    const TupleDesc columns = RelationGetDescr(table);
     // The snapshot an UPDATE's row must be visible to under REPEATABLE READ
     // and SERIALIZABLE (ri_triggers.c's crosscheck): lease state is decided on
     // the latest committed version, and a version this transaction could not
@@ -195,19 +228,12 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
         ItemPointerData version = version_read;
         RowVersion next_version = {nullptr, nullptr};
         if (!look_up) {
-            next_version = change_version_read(leases, name, version_read, change, context);
+            next_version = change_version_read(table, key, version_read, change, context);
             if (next_version.tuple == nullptr)
                 continue;
         } else {
-            const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
-            if (!OidIsValid(primary_key))
-                elog(ERROR, "lease: lease.leases has no primary key");
-            ScanKeyData key;
-            ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
-                                   TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
-                                   PointerGetDatum(name));
-            const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-            const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+            Snapshot snapshot;
+            const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
             const HeapTuple row = systable_getnext(scan);
             if (HeapTupleIsValid(row))
                 next_version = change(row, columns, context);
@@ -224,10 +250,10 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
         TM_FailureData failure;
         LockTupleMode lock_mode;
         bool update_indexes;
-        const TM_Result result = table_tuple_update(leases, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
+        const TM_Result result = table_tuple_update(table, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
                                                     crosscheck, true, &failure, &lock_mode, &update_indexes);
         if (result == TM_Ok && update_indexes)
-            add_index_entries(leases, slot, next_version.updated_columns, true);
+            add_index_entries(table, slot, next_version.updated_columns, true);
         ExecDropSingleTupleTableSlot(slot);
         if (result == TM_Ok) {
             changed = true;
@@ -236,7 +262,9 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
         // Anything but a concurrent change that committed (waited for above)
         // means this transaction changed the row in the same command.
         if (result != TM_Updated && result != TM_Deleted)
-            elog(ERROR, "lease: the row of lease \"%s\" was changed twice in one command", text_to_cstring(name));
+            elog(ERROR, "lease: a row of lease.%s was changed twice in one command", RelationGetRelationName(table));
+        if (result == TM_Deleted && upsert)
+            break;
         if (IsolationUsesXactSnapshot())
             report_serialization_failure(result);
     }
@@ -245,22 +273,14 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
     return changed;
 }
 
-bool delete_holder_row(Relation holders, int64 token, HolderRowTest test, void* context)
+bool delete_row(Relation table, const RowKey& key, RowTest test, void* context)
 {
-    // What the executor checks before a DELETE: the table's publications.
-    CheckCmdReplicaIdentity(holders, CMD_DELETE);
-    const TupleDesc columns = RelationGetDescr(holders);
+    const TupleDesc columns = RelationGetDescr(table);
     const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
-    const Oid primary_key = RelationGetPrimaryKeyIndex(holders);
-    if (!OidIsValid(primary_key))
-        elog(ERROR, "lease: lease.holders has no primary key");
     bool deleted = false;
     for (;;) {
-        ScanKeyData key;
-        ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, InvalidOid, F_INT8EQ,
-                               Int64GetDatum(token));
-        const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-        const SysScanDesc scan = systable_beginscan(holders, primary_key, true, snapshot, 1, &key);
+        Snapshot snapshot;
+        const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
         const HeapTuple row = systable_getnext(scan);
         ItemPointerData version;
         const bool accepted = HeapTupleIsValid(row) && test(row, columns, context);
@@ -271,15 +291,14 @@ bool delete_holder_row(Relation holders, int64 token, HolderRowTest test, void* 
         if (!accepted)
             break;
         TM_FailureData failure;
-        const TM_Result result = table_tuple_delete(holders, &version, GetCurrentCommandId(true), InvalidSnapshot,
+        const TM_Result result = table_tuple_delete(table, &version, GetCurrentCommandId(true), InvalidSnapshot,
                                                     crosscheck, true, &failure, false);
         if (result == TM_Ok) {
             deleted = true;
             break;
         }
         if (result != TM_Updated && result != TM_Deleted)
-            elog(ERROR, "lease: the holder with token %lld was changed twice in one command",
-                 static_cast<long long>(token));
+            elog(ERROR, "lease: a row of lease.%s was changed twice in one command", RelationGetRelationName(table));
         if (IsolationUsesXactSnapshot())
             report_serialization_failure(result);
     }

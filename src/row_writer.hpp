@@ -1,7 +1,9 @@
-// The direct row writer: changes of lease.leases and inserts into
-// lease.history and lease.holders written straight into the heap and its indexes, as the SQL
-// statements they replace would write them, without an executor. Internal to
-// the store (lease_store.hpp is its interface). PostgreSQL-facing.
+// The direct row writer: inserts and changes of lease.leases, inserts into
+// lease.history, inserts and deletes of lease.holders, and inserts, changes
+// and deletes of lease.idempotency_keys, written straight into the heap and
+// its indexes, as the SQL statements they replace would write them, without
+// an executor. Internal to the store (lease_store.hpp is its interface).
+// PostgreSQL-facing.
 #pragma once
 
 #include "store_relations.hpp"
@@ -26,13 +28,27 @@ constexpr int history_columns_before_positions = 7;
 // How many columns lease.holders has, as the extension scripts create it: a
 // holder is inserted directly, with them all.
 constexpr int holders_columns = 12;
+// How many columns lease.leases has, as the extension scripts create it
+// (1.2 on; the writer leaves a 1.1 catalog to SQL).
+constexpr int leases_columns = 9;
+// How many columns lease.idempotency_keys has, as the extension scripts
+// create it: a key is inserted directly, with them all.
+constexpr int idempotency_keys_columns = 9;
 
-// Opens one of the extension's tables for a direct write and returns it, or
-// nullptr when the write must go through SQL (lease.force_sql_path, or a
-// table whose shape the direct writer cannot honour). The decision is made
-// once per relation cache entry: any DDL on the table invalidates it, and
-// forget_relations() then forgets the decision with the OIDs.
-Relation open_for_direct_write(Relation_ which);
+// Opens one of the extension's tables for a direct write of command
+// (CMD_INSERT, CMD_UPDATE or CMD_DELETE: the checks the executor makes before
+// that statement) and returns it, or nullptr when the write must go through
+// SQL (lease.force_sql_path, or a table whose shape the direct writer cannot
+// honour). The decision is made once per relation cache entry: any DDL on the
+// table invalidates it, and forget_relations() then forgets the decision with
+// the OIDs.
+Relation open_for_direct_write(Relation_ which, CmdType command);
+
+// Whether table has a column beyond the shape_columns its script created (one
+// a DBA added and has not dropped): an insert would have to compute its
+// default, so a table whose shape allows updates (lease.leases) takes its
+// inserts through SQL then.
+bool has_added_columns(Relation table, int shape_columns);
 
 // Adds the index entries of a row version just written to table (the row is
 // in slot, which knows its TID), as the executor does after a heap write. For
@@ -43,9 +59,8 @@ Relation open_for_direct_write(Relation_ which);
 // splitting a page.
 void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update);
 
-// Inserts a row into table (open_for_direct_write's lease.history or
-// lease.holders, whose shape gives it exactly one value per column) and its
-// indexes, as INSERT would: 23502 for a NULL in a NOT NULL column, as the
+// Inserts a row into table (open_for_direct_write's, with one value per
+// column it has, dropped ones included) and its indexes, as INSERT would: 23502 for a NULL in a NOT NULL column, as the
 // executor's ExecConstraints (the shape check leaves only the script's NOT
 // NULL columns, which the writer always fills).
 void insert_directly(Relation table, const Datum* values, const bool* nulls);
@@ -57,40 +72,54 @@ struct RowVersion {
     Bitmapset* updated_columns;
 };
 
-// How a lease row changes: its next version, or a null tuple when the change
-// does not apply to it (as an UPDATE's WHERE clause, rechecked on the version
-// that a concurrent transaction left, like EvalPlanQual does).
-using LeaseRowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* context);
+// How a row changes: its next version, or a null tuple when the change does
+// not apply to it (as an UPDATE's WHERE clause, rechecked on the version that
+// a concurrent transaction left, like EvalPlanQual does).
+using RowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* context);
 
-// Applies change to the lease row of name, as an UPDATE statement run as the
+// The primary key value of the one row a change or delete is about: the key
+// column, its equality (as a function for the version read, and as its OID
+// for the index scan) and the value.
+struct RowKey {
+    AttrNumber column;
+    PGFunction equal;
+    RegProcedure equality;
+    Datum value;
+};
+
+// Applies change to the row with this key, as an UPDATE statement run as the
 // table's owner would, but without an executor: grants and releases are the
 // hot path, and starting an executor costs several times the row change
-// itself (docs/performance.md). leases is open_for_direct_write()'s. Starts
-// from the version read_latest found (version_read) when it is still the
-// latest, else looks the row up. Under READ COMMITTED, a version that a
-// transaction in flight is changing is waited for, then the change is applied
-// to its successor; under REPEATABLE READ and SERIALIZABLE, a version this
-// transaction's snapshot does not see, or one changed concurrently, raises
-// 40001, as the UPDATE would. Returns whether a row was changed; false when
-// there is no row or change declines it. Like any statement, makes the change
-// visible to what follows.
-bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
-                      void* context);
+// itself (docs/performance.md). table is open_for_direct_write()'s. Starts
+// from the version read_latest found (version_read, or an invalid one) when
+// it is still the latest, else looks the row up through the primary key.
+// Under READ COMMITTED, a version that a transaction in flight is changing is
+// waited for, then the change is applied to its successor; under REPEATABLE
+// READ and SERIALIZABLE, a version this transaction's snapshot does not see,
+// or one changed concurrently, raises 40001, as the UPDATE would. Returns
+// whether a row was changed; false when there is no row or change declines
+// it. Like any statement, makes the change visible to what follows. For the
+// DO UPDATE of an INSERT ... ON CONFLICT (upsert), a row that a concurrent
+// transaction deleted is no row at any isolation level, as the insert's
+// arbiter index finds no conflict once the delete has committed: false, and
+// the caller inserts.
+bool change_row(Relation table, const RowKey& key, const ItemPointerData& version_read, RowChange change,
+                void* context, bool upsert = false);
 
-// Whether a holder row is the one to delete (as a DELETE's WHERE clause,
-// rechecked on the version a concurrent transaction left).
-using HolderRowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
+// Whether a row is the one to delete (as a DELETE's WHERE clause, rechecked
+// on the version a concurrent transaction left).
+using RowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
 
-// Deletes the lease.holders row with this token when test accepts it, as a
-// DELETE statement run as the table's owner would, with the concurrency
-// rules of change_lease_row (READ COMMITTED waits for a version in flight and
-// retests its successor; REPEATABLE READ and SERIALIZABLE raise 40001).
-// holders is open_for_direct_write(rel_holders)'s. Returns whether a row was
+// Deletes the row with this key when test accepts it, as a DELETE statement
+// run as the table's owner would, with the concurrency rules of change_row
+// (READ COMMITTED waits for a version in flight and retests its successor;
+// REPEATABLE READ and SERIALIZABLE raise 40001). table is
+// open_for_direct_write(..., CMD_DELETE)'s. Returns whether a row was
 // deleted; like a statement, makes the delete visible to what follows.
-bool delete_holder_row(Relation holders, int64 token, HolderRowTest test, void* context);
+bool delete_row(Relation table, const RowKey& key, RowTest test, void* context);
 
-// The columns a change of a lease row sets; the others -- a DBA's added
-// columns included -- keep their values. One slot per column the table has
+// The columns a change of a row sets; the others -- a DBA's added columns
+// included -- keep their values. One slot per column the table has
 // now, which may be more than the extension created.
 struct ColumnChanges {
     Datum* values;

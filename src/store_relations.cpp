@@ -6,7 +6,7 @@ namespace {
 
 constexpr const char* relation_names[rel_count] = {
     "leases",       "fencing_token_seq", "token_epochs",   "token_epoch_mark", "sessions",
-    "prefix_rules", "history",           "holders",        "stat_grants",    "stat_denials",     "stat_waits",
+    "prefix_rules", "history",           "holders",        "idempotency_keys", "stat_grants",    "stat_denials",     "stat_waits",
     "stat_takeovers", "stat_releases",   "stat_revokes",   "stat_fence_rejections"};
 
 // lease.force_sql_path: superuser-only, for the differential tests. Every
@@ -26,7 +26,7 @@ void forget_relations(Datum, Oid relid)
 
 int direct_writes_slot(Relation_ which)
 {
-    return which == rel_leases ? 0 : which == rel_history ? 1 : 2;
+    return which == rel_leases ? 0 : which == rel_history ? 1 : which == rel_holders ? 2 : 3;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ enum Relation_ {
     rel_prefix_rules,
     rel_history,
     rel_holders,
+    rel_idempotency_keys,
     rel_stat_grants,  // the counters, in the order of Counter
     rel_count = rel_stat_grants + static_cast<int>(Counter::count)
 };
@@ -34,7 +35,7 @@ struct LeaseRelations {
     Oid oids[rel_count];
     Oid leases_owner;
     bool complete;
-    DirectWrites direct[3];  // lease.leases, lease.history, lease.holders
+    DirectWrites direct[4];  // lease.leases, lease.history, lease.holders, lease.idempotency_keys
     // The btree index of lease.holders on name alone (InvalidOid: none),
     // once holders_by_name_known.
     Oid holders_by_name;
@@ -50,9 +51,8 @@ const LeaseRelations& lease_relations();
 // Whether lease.force_sql_path is on.
 bool sql_path_forced();
 
-// The decision on direct writes of which (lease.leases, lease.history or
-// lease.holders),
-// as last recorded.
+// The decision on direct writes of which (lease.leases, lease.history,
+// lease.holders or lease.idempotency_keys), as last recorded.
 DirectWrites direct_writes(Relation_ which);
 void record_direct_writes(Relation_ which, bool allowed);
 

@@ -7,10 +7,13 @@
 // Each step is one statement on one of three connections per database (two
 // as a superuser, one as an application role), sent to the same connection of
 // both: transactions at every isolation level, read-only ones, every
-// state-changing call (shared grants and semaphore permits among them), fenced writes, DBA changes to lease.leases (CHECK and
-// NOT NULL constraints, added and dropped columns, a stored generated column,
-// a CHECK constraint and a column on lease.holders,
-// a unique index, a publication without a replica identity) and killed
+// state-changing call (shared grants and semaphore permits among them, and
+// idempotency keys begun, completed, failed and heartbeated, on names of their
+// own and on the leases' names), fenced writes, DBA changes to lease.leases
+// (CHECK and NOT NULL constraints, added and dropped columns, a stored
+// generated column, a unique index, a publication without a replica
+// identity), a CHECK constraint and a column on lease.holders, the same and a
+// unique index and a publication on lease.idempotency_keys, and killed
 // backends. A statement that would wait for another connection's transaction
 // ends with lock_timeout (55P03) on both sides, so every step's outcome is
 // decided by the steps before it. The outcome of each step -- its value, or
@@ -44,12 +47,16 @@ constexpr int connections_per_side = 3;
 constexpr const char* app_role = "differential_app";
 const std::vector<std::string> names = {"job:a", "job:b", "job:c", "other"};
 const std::vector<std::string> owners = {"w1", "w2", "forbidden"};
+// Idempotency keys: two of their own, and a lease's name (its lease is the key's).
+const std::vector<std::string> keys = {"key:a", "key:b", "job:a"};
+const std::vector<std::string> fingerprints = {"f1", "f2", "forbidden"};
 
 // What the workload must reach for equal outcomes to prove something: it runs
 // on past --steps (up to four times as many) until it has.
 constexpr const char* compared_outcomes[] = {"ERROR 25006", "ERROR 40001", "ERROR 55P03", "ERROR 23514",
                                              "ERROR 23502", "ERROR 23505", "ERROR 55000", "ERROR 42501",
-                                             "acquire ok",  "heartbeat ok", "release ok",  "kill"};
+                                             "acquire ok",  "heartbeat ok", "release ok",  "kill",
+                                             "idempotency ok", "ERROR LF001", "ERROR LF002"};
 
 bool reached_all(const std::map<std::string, int>& outcomes_seen)
 {
@@ -98,6 +105,10 @@ public:
     {
         const std::string conninfo = "dbname=" + database_ + " application_name=differential-" + std::to_string(c);
         std::string setup = "SET lock_timeout = '100ms'; SET statement_timeout = '10s'";
+        // Connection 1 forgets a finished key on its next begin (no retention),
+        // the others keep it: both paths delete and keep keys.
+        if (c == 1)
+            setup += "; SET lease.idempotency_retention = '0'";
         if (c == connections_per_side - 1)
             setup += std::string("; SET ROLE ") + app_role;
         if (connections_.size() <= static_cast<std::size_t>(c))
@@ -159,6 +170,25 @@ public:
         } else if (roll < 12) {
             step.sql = "SELECT count(*) FROM lease.leases";
             step.kind = "snapshot";
+        } else if (pick(5) == 0) {
+            // An idempotency key's calls, in place of a fifth of the others.
+            const std::string k = key();
+            const int call = pick(4);
+            if (call == 0) {
+                step.sql = "SELECT status, token, result FROM lease.idempotency_begin($1::text, $2::text, $3::text, '1 hour')";
+                step.params = {k, fingerprints[pick(static_cast<int>(fingerprints.size()))], owner()};
+            } else if (call == 1) {
+                step.sql = "SELECT lease.idempotency_complete($1::text, $2::bigint, '{\"done\": 1}')";
+                step.params = {k, token(k)};
+            } else if (call == 2) {
+                step.sql = pick(2) == 0 ? "SELECT lease.idempotency_fail($1::text, $2::bigint, '{\"error\": 1}')"
+                                        : "SELECT lease.idempotency_fail($1::text, $2::bigint, '{\"error\": 2}', false)";
+                step.params = {k, token(k)};
+            } else {
+                step.sql = "SELECT lease.idempotency_heartbeat($1::text, $2::bigint)";
+                step.params = {k, token(k)};
+            }
+            step.kind = "idempotency";
         } else if (roll < 30) {
             // Mostly leases; shared grants and permits of a two-permit
             // semaphore on the same names, so that the direct writes meet
@@ -232,6 +262,16 @@ public:
                 "ALTER TABLE lease.holders DROP CONSTRAINT IF EXISTS no_forbidden_holder",
                 "ALTER TABLE lease.holders ADD COLUMN IF NOT EXISTS note text DEFAULT 'dba'",
                 "ALTER TABLE lease.holders DROP COLUMN IF EXISTS note",
+                "ALTER TABLE lease.idempotency_keys ADD CONSTRAINT no_forbidden_key CHECK (fingerprint <> 'forbidden') NOT VALID",
+                "ALTER TABLE lease.idempotency_keys DROP CONSTRAINT IF EXISTS no_forbidden_key",
+                "ALTER TABLE lease.idempotency_keys ADD COLUMN IF NOT EXISTS note text DEFAULT 'dba'",
+                "ALTER TABLE lease.idempotency_keys DROP COLUMN IF EXISTS note",
+                "CREATE UNIQUE INDEX IF NOT EXISTS one_key_per_owner ON lease.idempotency_keys (owner)",
+                "DROP INDEX IF EXISTS lease.one_key_per_owner",
+                "ALTER TABLE lease.idempotency_keys REPLICA IDENTITY NOTHING",
+                "ALTER TABLE lease.idempotency_keys REPLICA IDENTITY DEFAULT",
+                "CREATE PUBLICATION keys_out FOR TABLE lease.idempotency_keys",
+                "DROP PUBLICATION IF EXISTS keys_out",
             };
             step.sql = changes[pick(sizeof changes / sizeof changes[0])];
             step.kind = "ddl";
@@ -254,6 +294,8 @@ public:
             in_transaction_[step.connection] = false;
         if (!o.ok() || o.rows() != 1 || o.is_null(0, 0))
             return;
+        if (step.kind == "idempotency" && o.columns() == 3 && !o.is_null(0, 1))
+            tokens_[*step.params[0]].push_back(o.value(0, 1));
         if (step.kind == "acquire" || step.kind == "revoke" ||
             (step.kind == "session" && step.sql.find("session_acquire") != std::string::npos))
             tokens_[step.kind == "session" ? *step.params[1] : *step.params[0]].push_back(o.value(0, 0));
@@ -267,6 +309,7 @@ private:
     // changes of it.
     std::string name() { return pick(2) == 0 ? names[0] : names[pick(static_cast<int>(names.size()))]; }
     std::string owner() { return owners[pick(static_cast<int>(owners.size()))]; }
+    std::string key() { return keys[pick(static_cast<int>(keys.size()))]; }
     std::string token(const std::string& n)
     {
         const std::vector<std::string>& seen = tokens_[n];
@@ -297,6 +340,8 @@ std::string final_state(const std::string& database)
         "     FROM lease.history),"
         "  (SELECT string_agg(concat_ws('|', token, name, mode, owner, role, session, expires_at > now()), ';'"
         "                     ORDER BY token) FROM lease.holders),"
+        "  (SELECT string_agg(concat_ws('|', key, fingerprint, status, token, result, owner, role,"
+        "                               finished_at IS NULL), ';' ORDER BY key) FROM lease.idempotency_keys),"
         "  (SELECT last_value FROM lease.fencing_token_seq))");
 }
 
@@ -308,8 +353,10 @@ std::string amcheck(const std::string& database)
         conn,
         "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
         "                      (SELECT count(*) FROM verify_heapam('lease.history')),"
+        "                      (SELECT count(*) FROM verify_heapam('lease.idempotency_keys')),"
         "                      (SELECT count(bt_index_check(indexrelid, true)) FROM pg_catalog.pg_index"
-        "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass)))");
+        "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass,"
+        "                                           'lease.idempotency_keys'::regclass)))");
 }
 
 void setup(const std::string& role_check)
@@ -423,10 +470,11 @@ int main(int argc, char** argv)
         sql.kill(c);
     }
     const std::string state_direct = final_state("lease_direct"), state_sql = final_state("lease_sql");
-    check(state_direct == state_sql, "the leases, sessions, history and token sequence end equal on both paths",
+    check(state_direct == state_sql,
+          "the leases, sessions, history, holders, idempotency keys and token sequence end equal on both paths",
           "direct:\n" + state_direct + "\nsql:\n" + state_sql);
     const std::string check_direct = amcheck("lease_direct"), check_sql = amcheck("lease_sql");
-    check(check_direct.rfind("0 0 ", 0) == 0 && check_sql.rfind("0 0 ", 0) == 0,
+    check(check_direct.rfind("0 0 0 ", 0) == 0 && check_sql.rfind("0 0 0 ", 0) == 0,
           "amcheck finds both databases intact (direct " + check_direct + ", sql " + check_sql + ")", "");
 
     std::cout << "differential: " << passed << " passed, " << failed << " failed\n";
