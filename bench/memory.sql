@@ -9,7 +9,7 @@
 -- memory contexts' total is the sum of total_bytes of
 -- pg_backend_memory_contexts (what palloc holds, free chunks included).
 -- Each phase is a procedure run at top level (so that it may commit): once
--- with a fifth as many calls (at least 1000) to warm up (the library, plans,
+-- with a fifth as many calls (at least 2000) to warm up (the library, plans,
 -- catalog caches, the names' rows), then measured over :calls calls. Loops commit every 1000 calls: 1000
 -- changes of one row in one transaction would build a long version chain and
 -- measure that instead. Names cycle over 1000 per phase, except where a real
@@ -402,12 +402,14 @@ BEGIN
     COMMIT;
 END $$;
 
+-- Each put and remove changes the pool's row in lease.pools: commits every
+-- 100 calls, as docs/reference.md advises for large pools.
 CREATE PROCEDURE pg_temp.mem_pool_put_remove(n int) LANGUAGE plpgsql AS $$
 BEGIN
     FOR i IN 1..n LOOP
         PERFORM lease.pool_put('mempr', 'mempr:' || i % 1000, '{}');
         PERFORM lease.pool_remove('mempr', 'mempr:' || i % 1000);
-        IF i % 1000 = 0 THEN COMMIT; END IF;
+        IF i % 100 = 0 THEN COMMIT; END IF;
     END LOOP;
     COMMIT;
 END $$;
@@ -587,30 +589,31 @@ CALL pg_temp.mem_lease_acquire(1000);
 
 -- ------------------------------------------------------------ measuring
 -- Each phase: warm-up, then the measured calls between two readings. The
--- ones that leave a row per call (new names, keys, sessions) come late, so
--- that the reads before them scan tables of the same size throughout; last,
--- the two that listen, after which every event is also a notification.
--- divisor: the phases that scan a table (expiry, pruning, the metrics view;
--- called every few seconds or minutes, not in a hot loop) take milliseconds
--- a call, and run :calls / divisor calls.
+-- four that scan a table (expiry, pruning, the metrics view; called every
+-- few seconds or minutes, not in a hot loop) take milliseconds a call, more
+-- as the other phases leave dead rows behind: they come first and make
+-- :calls / 20 calls (divisor). The ones that leave a row per call (new
+-- names, keys, sessions) come late, so that the reads before them scan
+-- tables of the same size throughout; last, the two that listen, after
+-- which every event is also a notification.
 CREATE TABLE bench.mem_phases (ord serial, phase text, calls int);
 INSERT INTO bench.mem_phases (phase, calls)
 SELECT phase, greatest(:calls / divisor, 1) FROM (VALUES
+    ('expire_due', 20), ('metrics', 20), ('prune', 20), ('prune_history', 20),
     ('lease_acquire', 1), ('lease_heartbeat', 1), ('lease_release', 1), ('acquire_wait', 1),
     ('lease_revoke', 1), ('revoke_held', 1), ('fenced_write', 1), ('fence_trigger', 1), ('set_fence_token', 1),
     ('semaphore_acquire', 1), ('lease_acquire_shared', 1), ('lease_acquire_all', 1), ('lease_set_value', 1),
     ('leader', 1), ('session_keepalive', 1), ('session_acquire', 1), ('session_semaphore_acquire', 1),
     ('session_acquire_shared', 1), ('session_acquire_all', 1), ('claim', 1), ('surplus', 1), ('checkpoint', 1),
-    ('pool_put_remove', 1), ('idempotency_heartbeat', 1), ('expire_due', 100), ('status', 1), ('waiters', 1),
-    ('metrics', 100), ('stats', 1), ('metric_figures', 1), ('prune', 100), ('prune_history', 100),
-    ('prune_idempotency', 1), ('allow_disallow', 1), ('new_names', 1), ('idempotency_complete', 1),
-    ('idempotency_fail', 1), ('session_open_close', 1), ('session_open_bound', 1), ('events_horizon', 1),
-    ('listen_events', 1)) AS p(phase, divisor)
+    ('pool_put_remove', 1), ('idempotency_heartbeat', 1), ('status', 1), ('waiters', 1), ('stats', 1),
+    ('metric_figures', 1), ('prune_idempotency', 1), ('allow_disallow', 1), ('new_names', 1),
+    ('idempotency_complete', 1), ('idempotency_fail', 1), ('session_open_close', 1), ('session_open_bound', 1),
+    ('events_horizon', 1), ('listen_events', 1)) AS p(phase, divisor)
  WHERE :'phases' = '' OR phase = ANY (string_to_array(:'phases', ','));
 
 \o /dev/null
 SELECT s FROM bench.mem_phases p,
-       LATERAL (VALUES (1, format('CALL pg_temp.mem_%s(%s)', p.phase, greatest(p.calls / 5, least(p.calls, 1000)))),
+       LATERAL (VALUES (1, format('CALL pg_temp.mem_%s(%s)', p.phase, greatest(p.calls / 5, least(p.calls, 2000)))),
                        (2, format('SELECT pg_temp.before(%L, %s)', p.phase, p.calls)),
                        (3, format('CALL pg_temp.mem_%s(%s)', p.phase, p.calls)),
                        (4, format('SELECT pg_temp.after(%L)', p.phase))) AS v(step, s)
