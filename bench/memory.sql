@@ -4,19 +4,23 @@
 -- database with the extension and a schema bench). Prints one line per phase:
 --   mem <phase> <calls> <RssAnon kB before> <RssAnon kB after> <seconds>
 --       <memory contexts bytes before> <memory contexts bytes after>
+--       <RssAnon kB: median growth of the four quarters> <contexts bytes: the same>
 -- RssAnon (the backend's private memory, without shared_buffers) is read from
 -- /proc/self/status by the backend itself (pg_read_file: superuser); the
 -- memory contexts' total is the sum of total_bytes of
 -- pg_backend_memory_contexts (what palloc holds, free chunks included).
 -- Each phase is a procedure run at top level (so that it may commit): once
 -- with a fifth as many calls (at least 2000) to warm up (the library, plans,
--- catalog caches, the names' rows), then measured over :calls calls. Loops commit every 1000 calls: 1000
--- changes of one row in one transaction would build a long version chain and
--- measure that instead. Names cycle over 1000 per phase, except where a real
--- caller uses a new name (or key, or session) every time: there every call
--- has its own. Everything the phases keep lives in ordinary tables (schema
--- bench), not temporary ones, whose local buffers would be this backend's
--- memory.
+-- catalog caches, the names' rows), then four times with a quarter of the
+-- calls, the memory read before and after each quarter. What grows with the
+-- calls grows in every quarter; a one-off step (the allocator taking a new
+-- high-water mark once, say) in one or two: the median quarter tells them
+-- apart. Loops commit every 1000 calls: 1000 changes of one row in one
+-- transaction would build a long version chain and measure that instead.
+-- Names cycle over 1000 per phase, except where a real caller uses a new name
+-- (or key, or session) every time: there every call has its own. Everything
+-- the phases keep lives in ordinary tables (schema bench), not temporary ones,
+-- whose local buffers would be this backend's memory.
 \set ON_ERROR_STOP on
 \if :{?phases}
 \else
@@ -25,11 +29,11 @@
 SET synchronous_commit = off;   -- grants and revokes still flush: they force it
 SET client_min_messages = warning;
 
-DROP TABLE IF EXISTS bench.mem_tokens, bench.mem_results, bench.mem_sessions, bench.mem_fenced;
+DROP TABLE IF EXISTS bench.mem_tokens, bench.mem_readings, bench.mem_sessions, bench.mem_fenced, bench.mem_phases;
 DROP SEQUENCE IF EXISTS bench.mem_new;
 CREATE TABLE bench.mem_tokens (phase text, k int, name text, token bigint, PRIMARY KEY (phase, k));
-CREATE TABLE bench.mem_results (ord serial, phase text, calls int, rss0 bigint, rss1 bigint, ctx0 bigint,
-                                ctx1 bigint, t0 timestamptz, t1 timestamptz);
+CREATE TABLE bench.mem_readings (phase text, quarter int, rss bigint, ctx bigint, at timestamptz,
+                                 PRIMARY KEY (phase, quarter));
 CREATE TABLE bench.mem_sessions (phase text PRIMARY KEY, id bigint);
 CREATE TABLE bench.mem_fenced (k int, payload text, fence_token bigint);
 CREATE SEQUENCE bench.mem_new;   -- the new names, keys and sessions
@@ -42,13 +46,9 @@ $$;
 CREATE OR REPLACE FUNCTION pg_temp.contexts() RETURNS bigint LANGUAGE sql AS $$
     SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts
 $$;
-CREATE OR REPLACE FUNCTION pg_temp.before(phase text, calls int) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO bench.mem_results (phase, calls, rss0, ctx0, t0)
-    VALUES (phase, calls, pg_temp.rss(), pg_temp.contexts(), clock_timestamp())
-$$;
-CREATE OR REPLACE FUNCTION pg_temp.after(phase_name text) RETURNS void LANGUAGE sql AS $$
-    UPDATE bench.mem_results SET rss1 = pg_temp.rss(), ctx1 = pg_temp.contexts(), t1 = clock_timestamp()
-     WHERE phase = phase_name
+-- Reading QUARTER of a phase: 0 before its first quarter, 1 to 4 after each.
+CREATE OR REPLACE FUNCTION pg_temp.reading(phase text, quarter int) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO bench.mem_readings VALUES (phase, quarter, pg_temp.rss(), pg_temp.contexts(), clock_timestamp())
 $$;
 -- The tokens of a phase's held names (its 1000 leases), for the calls that take one.
 CREATE OR REPLACE FUNCTION pg_temp.tokens(phase_name text) RETURNS bigint[] LANGUAGE sql AS $$
@@ -613,15 +613,28 @@ SELECT phase, greatest(:calls / divisor, 1) FROM (VALUES
 
 \o /dev/null
 SELECT s FROM bench.mem_phases p,
-       LATERAL (VALUES (1, format('CALL pg_temp.mem_%s(%s)', p.phase, greatest(p.calls / 5, least(p.calls, 2000)))),
-                       (2, format('SELECT pg_temp.before(%L, %s)', p.phase, p.calls)),
-                       (3, format('CALL pg_temp.mem_%s(%s)', p.phase, p.calls)),
-                       (4, format('SELECT pg_temp.after(%L)', p.phase))) AS v(step, s)
+       LATERAL (SELECT 0, format('CALL pg_temp.mem_%s(%s)', p.phase, greatest(p.calls / 5, least(p.calls, 2000)))
+                UNION ALL
+                SELECT 1, format('SELECT pg_temp.reading(%L, 0)', p.phase)
+                UNION ALL
+                SELECT 1 + 2 * q - 1, format('CALL pg_temp.mem_%s(%s)', p.phase, greatest(p.calls / 4, 1))
+                  FROM generate_series(1, 4) AS q
+                UNION ALL
+                SELECT 1 + 2 * q, format('SELECT pg_temp.reading(%L, %s)', p.phase, q)
+                  FROM generate_series(1, 4) AS q) AS v(step, s)
  ORDER BY p.ord, v.step \gexec
 \o
 
 \pset tuples_only on
 \pset format unaligned
-SELECT format('mem %s %s %s %s %s %s %s', phase, calls, rss0, rss1,
-              round(extract(epoch FROM t1 - t0)::numeric, 3), ctx0, ctx1)
-  FROM bench.mem_results ORDER BY ord;
+SELECT format('mem %s %s %s %s %s %s %s %s %s', p.phase, 4 * greatest(p.calls / 4, 1), r0.rss, r4.rss,
+              round(extract(epoch FROM r4.at - r0.at)::numeric, 3), r0.ctx, r4.ctx, q.rss, q.ctx)
+  FROM bench.mem_phases p
+  JOIN bench.mem_readings r0 ON r0.phase = p.phase AND r0.quarter = 0
+  JOIN bench.mem_readings r4 ON r4.phase = p.phase AND r4.quarter = 4
+  CROSS JOIN LATERAL (
+      SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY r.rss - b.rss) AS rss,
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY r.ctx - b.ctx) AS ctx
+        FROM bench.mem_readings r JOIN bench.mem_readings b ON b.phase = r.phase AND b.quarter = r.quarter - 1
+       WHERE r.phase = p.phase) AS q
+ ORDER BY p.ord;
