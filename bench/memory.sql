@@ -4,7 +4,7 @@
 -- database with the extension and a schema bench). Prints one line per phase:
 --   mem <phase> <calls> <RssAnon kB before> <RssAnon kB after> <seconds>
 --       <memory contexts bytes before> <memory contexts bytes after>
---       <RssAnon kB: median growth of the four quarters> <contexts bytes: the same>
+--       <RssAnon kB: the least any of the four quarters grew> <contexts bytes: the same>
 -- RssAnon (the backend's private memory, without shared_buffers) is read from
 -- /proc/self/status by the backend itself (pg_read_file: superuser); the
 -- memory contexts' total is the sum of total_bytes of
@@ -14,8 +14,8 @@
 -- catalog caches, the names' rows), then four times with a quarter of the
 -- calls, the memory read before and after each quarter. What grows with the
 -- calls grows in every quarter; a one-off step (the allocator taking a new
--- high-water mark once, say) in one or two: the median quarter tells them
--- apart. Loops commit every 1000 calls: 1000 changes of one row in one
+-- high-water mark once, say) in one or two: the quarter that grew least
+-- tells them apart. Loops commit every 1000 calls: 1000 changes of one row in one
 -- transaction would build a long version chain and measure that instead.
 -- Names cycle over 1000 per phase, except where a real caller uses a new name
 -- (or key, or session) every time: there every call has its own. Everything
@@ -633,8 +633,8 @@ SELECT format('mem %s %s %s %s %s %s %s %s %s', p.phase, 4 * greatest(p.calls / 
   JOIN bench.mem_readings r0 ON r0.phase = p.phase AND r0.quarter = 0
   JOIN bench.mem_readings r4 ON r4.phase = p.phase AND r4.quarter = 4
   CROSS JOIN LATERAL (
-      SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY r.rss - b.rss) AS rss,
-             percentile_cont(0.5) WITHIN GROUP (ORDER BY r.ctx - b.ctx) AS ctx
+      SELECT min(r.rss - b.rss) AS rss,
+             min(r.ctx - b.ctx) AS ctx
         FROM bench.mem_readings r JOIN bench.mem_readings b ON b.phase = r.phase AND b.quarter = r.quarter - 1
        WHERE r.phase = p.phase) AS q
  ORDER BY p.ord;
