@@ -28,9 +28,9 @@
 //                           all N; queue: one release, then the rest are
 //                           cancelled)
 //   keepalive  --sizes 1,100,10000 --seconds S --rounds R
-//                           one client calls session_keepalive in a loop for
-//                           S seconds on sessions holding that many leases,
-//                           in R interleaved rounds
+//                           one client calls session_keepalive on sessions
+//                           holding that many leases, in turn, one call
+//                           each, S seconds per session in each of R rounds
 //
 // "Holds the lease" is when the waiter's client has its token: the grant has
 // committed (grants force a synchronous commit) and the answer has arrived.
@@ -813,28 +813,34 @@ void run_keepalive(const std::vector<int>& sizes, int seconds, int rounds)
             PQclear(PQexecPrepared(conn->raw(), "keepalive", 1, values, nullptr, nullptr, 0));
         }
 
-    // Interleaved rounds, the order rotated each round; one client.
+    // Interleaved calls: one client calls the sessions in turn, one call
+    // each, for S seconds per session in each round (the order rotated each
+    // round). Each size's ops/s is its calls over the time they took, so a
+    // stall of the shared machine (another tenant's fsync, say) lands on
+    // every size alike rather than on whichever ran its block of seconds
+    // then.
     std::vector<std::vector<double>> ops(sizes.size()), latencies(sizes.size());
     for (int r = 0; r < rounds; ++r) {
-        for (size_t k = 0; k < sizes.size(); ++k) {
-            const size_t i = (k + r) % sizes.size();
+        std::vector<double> busy_ms(sizes.size(), 0);
+        std::vector<long> calls(sizes.size(), 0);
+        const Steady::time_point end = Steady::now() + std::chrono::seconds(seconds * sizes.size());
+        for (size_t turn = 0; Steady::now() < end; ++turn) {
+            const size_t i = (turn + r) % sizes.size();
             const char* values[1] = {sessions[i].c_str()};
-            const Steady::time_point end = Steady::now() + std::chrono::seconds(seconds);
-            long calls = 0;
-            Steady::time_point before = Steady::now();
-            while (before < end) {
-                PGresult* result = PQexecPrepared(conn->raw(), "keepalive", 1, values, nullptr, nullptr, 0);
-                const bool kept = PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 1 &&
-                                  std::strcmp(PQgetvalue(result, 0, 0), "t") == 0;
-                PQclear(result);
-                if (!kept)
-                    throw Failure("session_keepalive did not return true: " + conn->error());
-                const Steady::time_point after = Steady::now();
-                latencies[i].push_back(ms_between(before, after));
-                ++calls;
-                before = after;
-            }
-            ops[i].push_back(calls / static_cast<double>(seconds));
+            const Steady::time_point before = Steady::now();
+            PGresult* result = PQexecPrepared(conn->raw(), "keepalive", 1, values, nullptr, nullptr, 0);
+            const bool kept = PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 1 &&
+                              std::strcmp(PQgetvalue(result, 0, 0), "t") == 0;
+            PQclear(result);
+            if (!kept)
+                throw Failure("session_keepalive did not return true: " + conn->error());
+            const double ms = ms_between(before, Steady::now());
+            latencies[i].push_back(ms);
+            busy_ms[i] += ms;
+            ++calls[i];
+        }
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            ops[i].push_back(calls[i] * 1000.0 / busy_ms[i]);
             std::fprintf(stderr, "    keepalive: round %d, %d leases: %.0f/s\n", r + 1, sizes[i], ops[i].back());
         }
     }

@@ -84,11 +84,13 @@ END {
         print ""
         printf "### One session keepalive, however many leases the session holds\n"
         print ""
-        printf "One client calls `lease.session_keepalive(session)` for %s s per session, %s\n", ka_seconds, rounds
-        print "interleaved round(s) after a warm-up; keepalives/s is the median over rounds and"
-        print "its ratio the median of the ratios within a round; p50/p99 are over all calls."
-        print "The target is judged on the median latency: on a shared machine a few stalls"
-        print "of other tenants move the mean (and so ops/s) of a few-second run, not its median."
+        printf "One client calls `lease.session_keepalive(session)` on the sessions in turn, one\n"
+        printf "call each, for %s s per session in each of %s round(s) after a warm-up, so that\n", ka_seconds, rounds
+        print "whatever else the machine does at a moment (another tenant's fsync) lands on"
+        print "every size alike; keepalives/s is a size's calls over the time they took, the"
+        print "median over rounds, and its ratio the median of the ratios within a round;"
+        print "p50/p99 are over all calls. The target is judged on the median latency: a few"
+        print "stalls move the mean (and so ops/s) of a few-second run, not its median."
         print ""
         print "| leases in the session | keepalives/s | p50 ms | p99 ms | ops/s: 1 lease ÷ this | p50: this ÷ 1 lease | target | result |"
         print "|---:|---:|---:|---:|---:|---:|---:|---|"
