@@ -370,18 +370,28 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
             const Oid primary_key = RelationGetPrimaryKeyIndex(leases);
             if (!OidIsValid(primary_key))
                 elog(ERROR, "lease: lease.leases has no primary key");
-            ScanKeyData key;
-            ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
-                                   TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
-                                   PointerGetDatum(name));
             const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-            const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
-            const HeapTuple row = systable_getnext(scan);
-            if (HeapTupleIsValid(row))
-                next_version = change(row, columns, context);
-            if (next_version.tuple != nullptr)
-                version = row->t_self;
-            systable_endscan(scan);
+            HeapTupleData remembered;
+            Buffer remembered_buffer;
+            if (fetch_remembered_version(leases, name, snapshot, &remembered, &remembered_buffer)) {
+                // The version the lookup below would find.
+                next_version = change(&remembered, columns, context);
+                if (next_version.tuple != nullptr)
+                    version = remembered.t_self;
+                ReleaseBuffer(remembered_buffer);
+            } else {
+                ScanKeyData key;
+                ScanKeyEntryInitialize(&key, 0, leases_column_name, BTEqualStrategyNumber, InvalidOid,
+                                       TupleDescAttr(columns, leases_column_name - 1)->attcollation, F_TEXTEQ,
+                                       PointerGetDatum(name));
+                const SysScanDesc scan = systable_beginscan(leases, primary_key, true, snapshot, 1, &key);
+                const HeapTuple row = systable_getnext(scan);
+                if (HeapTupleIsValid(row))
+                    next_version = change(row, columns, context);
+                if (next_version.tuple != nullptr)
+                    version = row->t_self;
+                systable_endscan(scan);
+            }
             UnregisterSnapshot(snapshot);
             if (next_version.tuple == nullptr)
                 break;
@@ -396,6 +406,8 @@ bool change_lease_row(Relation leases, const text* name, const ItemPointerData& 
                                                     crosscheck, true, &failure, &lock_mode, &update_indexes);
         if (result == TM_Ok && update_indexes)
             add_index_entries(leases, slot, next_version.updated_columns, true);
+        if (result == TM_Ok)
+            remember_lease_version(leases, name, slot->tts_tid);
         ExecDropSingleTupleTableSlot(slot);
         if (result == TM_Ok) {
             changed = true;

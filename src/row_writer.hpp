@@ -77,6 +77,20 @@ using LeaseRowChange = RowVersion (*)(HeapTuple row, TupleDesc columns, void* co
 bool change_lease_row(Relation leases, const text* name, const ItemPointerData& version_read, LeaseRowChange change,
                       void* context);
 
+// Tells read_latest where the latest version of name's lease row is now
+// (lease_rows.cpp): change_lease_row calls it with each version it writes.
+void remember_lease_version(Relation leases, const text* name, const ItemPointerData& version);
+
+// The version of name's lease row remembered (remember_lease_version), when
+// it is still there, visible to snapshot (an MVCC snapshot) and name's: then
+// it is the version a lookup through the primary key on that snapshot would
+// find, as no two versions of one key are visible to one snapshot. Returns
+// false otherwise, and under SERIALIZABLE, where the lookup's predicate lock
+// on the index page is what tells a later insert of the name that this
+// transaction read it. On true, row is in *buffer, pinned for the caller to
+// release.
+bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapshot, HeapTuple row, Buffer* buffer);
+
 // Whether a holder row is the one to delete (as a DELETE's WHERE clause,
 // rechecked on the version a concurrent transaction left).
 using HolderRowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
