@@ -59,7 +59,7 @@ bool is_remembered(Oid table, const text* name)
            memcmp(VARDATA_ANY(name), remembered.name, remembered.name_length) == 0;
 }
 
-// The state of name's row from the version remembered (fetch_remembered),
+// The state of name's row from the version remembered (fetch_remembered_version),
 // or found false.
 LeaseState read_remembered(Relation leases, const text* name, Snapshot snapshot)
 {
@@ -80,7 +80,8 @@ bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapsh
     if (!is_remembered(RelationGetRelid(leases), name) || IsolationIsSerializable())
         return false;
     const ItemPointerData version = remembered.version;
-    // A VACUUM may have truncated the table since.
+    // A VACUUM may have truncated the table since (not while the caller's
+    // lock is held: truncation takes AccessExclusiveLock).
     if (ItemPointerGetBlockNumber(&version) >= RelationGetNumberOfBlocks(leases))
         return false;
     // What an index scan does on each heap page it visits, and what keeps a
