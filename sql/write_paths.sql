@@ -147,6 +147,43 @@ BEGIN
             $$ALTER TABLE lease.leases REPLICA IDENTITY DEFAULT$$,
             $$SELECT lease.lease_release('a', (SELECT token FROM lease.leases WHERE name = 'a'))$$,
             $$DROP PUBLICATION lease_all$$,
+            -- Indexes a DBA adds to lease.history, drops and adds again in
+            -- a backend that has written history rows (the direct writer
+            -- keeps what it knows of a table's indexes between calls): each
+            -- gets the entries of every row written after it.
+            $$CREATE INDEX history_by_token ON lease.history (token) INCLUDE (event)$$,
+            $$SELECT lease.lease_acquire('h', 'w1')$$,
+            $$SELECT lease.lease_release('h', (SELECT token FROM lease.leases WHERE name = 'h'))$$,
+            $$CREATE INDEX history_upper ON lease.history (upper(event)) WHERE token IS NOT NULL$$,
+            $$SELECT lease.lease_acquire('h', 'w2')$$,
+            $$SELECT string_agg(bt_index_check(indexrelid, true)::text, ',')
+                FROM pg_index WHERE indrelid = 'lease.history'::regclass$$,
+            $$DROP INDEX lease.history_upper$$,
+            $$SELECT lease.lease_release('h', (SELECT token FROM lease.leases WHERE name = 'h'))$$,
+            $$DROP INDEX lease.history_by_token$$,
+            $$SELECT lease.lease_acquire('h', 'w3')$$,
+            $$CREATE INDEX history_by_event ON lease.history (event, token)$$,
+            $$SELECT lease.lease_release('h', (SELECT token FROM lease.leases WHERE name = 'h'))$$,
+            $$SELECT string_agg(bt_index_check(indexrelid, true)::text, ',')
+                FROM pg_index WHERE indrelid = 'lease.history'::regclass$$,
+            $$DROP INDEX lease.history_by_event$$,
+            -- A unique index on lease.history is enforced (23505), plain or
+            -- partial (the rows so far are set aside meanwhile).
+            $$CREATE TEMP TABLE kept_history AS SELECT * FROM lease.history$$,
+            $$DELETE FROM lease.history$$,
+            $$CREATE UNIQUE INDEX one_event_per_name ON lease.history (name, event)$$,
+            $$SELECT lease.lease_acquire('u', 'w1') > 0$$,
+            $$SELECT lease.lease_release('u', (SELECT token FROM lease.leases WHERE name = 'u'))$$,
+            $$SELECT lease.lease_acquire('u', 'w2') > 0$$,
+            $$DROP INDEX lease.one_event_per_name$$,
+            $$CREATE UNIQUE INDEX one_event_for_v ON lease.history (event) WHERE name = 'v'$$,
+            $$SELECT lease.lease_acquire('x', 'w1') > 0$$,
+            $$SELECT lease.lease_acquire('v', 'w1') > 0$$,
+            $$SELECT lease.lease_release('v', (SELECT token FROM lease.leases WHERE name = 'v'))$$,
+            $$SELECT lease.lease_acquire('v', 'w2') > 0$$,
+            $$DROP INDEX lease.one_event_for_v$$,
+            $$INSERT INTO lease.history SELECT * FROM kept_history$$,
+            $$DROP TABLE kept_history$$,
             -- History rows get the defaults of columns a DBA adds.
             $$ALTER TABLE lease.history ADD COLUMN note text DEFAULT 'added by a DBA'$$,
             $$SELECT lease.lease_acquire('a', 'w8')$$,

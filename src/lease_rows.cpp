@@ -6,31 +6,148 @@
 
 namespace lease {
 
+namespace {
+
+LeaseState state_of(HeapTuple row, TupleDesc desc)
+{
+    LeaseState state = {};
+    bool isnull;
+    state.found = true;
+    state.version = row->t_self;
+    state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
+    state.owner = copy_text_attribute(row, leases_column_owner, desc);
+    state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
+    state.acquired_at = DatumGetTimestampTz(heap_getattr(row, leases_column_acquired_at, desc, &isnull));
+    if (desc->natts >= leases_column_session) {
+        const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
+        state.role = isnull ? InvalidOid : DatumGetObjectId(role);
+        const Datum session = heap_getattr(row, leases_column_session, desc, &isnull);
+        state.session = isnull ? 0 : DatumGetInt64(session);
+    }
+    return state;
+}
+
+// The lease row version this backend last read or wrote, and its name: a
+// client mostly works on the same lease from call to call (acquire, then
+// heartbeats, then release), and reading that version where it is costs a
+// fraction of a primary key lookup, which descends the index and walks the
+// row's HOT chain from its first version (bench/analysis.md). Plain data, no
+// constructor; names longer than the buffer are not remembered.
+constexpr int remembered_name_max = 64;
+struct RememberedVersion {
+    Oid table;  // InvalidOid: nothing remembered
+    ItemPointerData version;
+    int name_length;
+    char name[remembered_name_max];
+};
+RememberedVersion remembered;
+bool remembered_callback_registered = false;
+
+// Relation cache callback: any change of lease.leases (a rewrite, TRUNCATE,
+// DROP EXTENSION) or a cache reset forgets the version. A version read
+// after that is still checked, so this is for tidiness, not correctness.
+void forget_remembered_version(Datum, Oid relid)
+{
+    if (relid == InvalidOid || relid == remembered.table)
+        remembered.table = InvalidOid;
+}
+
+bool is_remembered(Oid table, const text* name)
+{
+    return remembered.table == table && OidIsValid(table) &&
+           static_cast<int>(VARSIZE_ANY_EXHDR(name)) == remembered.name_length &&
+           memcmp(VARDATA_ANY(name), remembered.name, remembered.name_length) == 0;
+}
+
+// The state of name's row from the version remembered (fetch_remembered_version),
+// or found false.
+LeaseState read_remembered(Relation leases, const text* name, Snapshot snapshot)
+{
+    LeaseState state = {};
+    HeapTupleData row;
+    Buffer buffer;
+    if (fetch_remembered_version(leases, name, snapshot, &row, &buffer)) {
+        state = state_of(&row, RelationGetDescr(leases));
+        ReleaseBuffer(buffer);
+    }
+    return state;
+}
+
+}  // namespace
+
+bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapshot, HeapTuple row, Buffer* buffer)
+{
+    if (!is_remembered(RelationGetRelid(leases), name) || IsolationIsSerializable())
+        return false;
+    const ItemPointerData version = remembered.version;
+    // A VACUUM may have truncated the table since (not while the caller's
+    // lock is held: truncation takes AccessExclusiveLock).
+    if (ItemPointerGetBlockNumber(&version) >= RelationGetNumberOfBlocks(leases))
+        return false;
+    // What an index scan does on each heap page it visits, and what keeps a
+    // row's HOT chain short: prune the page first (that moves tuples within
+    // the page, so not while one is being read).
+    const Buffer page = ReadBuffer(leases, ItemPointerGetBlockNumber(&version));
+    heap_page_prune_opt(leases, page);
+    ReleaseBuffer(page);
+    row->t_self = version;
+    if (!heap_fetch(leases, snapshot, row, buffer, true)) {
+        if (BufferIsValid(*buffer))
+            ReleaseBuffer(*buffer);
+        return false;
+    }
+    const TupleDesc columns = RelationGetDescr(leases);
+    bool isnull;
+    const Datum row_name = heap_getattr(row, leases_column_name, columns, &isnull);
+    if (!DatumGetBool(DirectFunctionCall2Coll(texteq, TupleDescAttr(columns, leases_column_name - 1)->attcollation,
+                                              row_name, PointerGetDatum(name)))) {
+        ReleaseBuffer(*buffer);
+        return false;
+    }
+    return true;
+}
+
+void remember_lease_version(Relation leases, const text* name, const ItemPointerData& version)
+{
+    const int length = static_cast<int>(VARSIZE_ANY_EXHDR(name));
+    if (length > remembered_name_max) {
+        remembered.table = InvalidOid;
+        return;
+    }
+    if (!remembered_callback_registered) {
+        CacheRegisterRelcacheCallback(forget_remembered_version, static_cast<Datum>(0));
+        remembered_callback_registered = true;
+    }
+    memcpy(remembered.name, VARDATA_ANY(name), length);
+    remembered.name_length = length;
+    remembered.version = version;
+    remembered.table = RelationGetRelid(leases);
+}
+
 LeaseState read_latest(const text* name)
 {
     // The fence runs once per fenced statement, so it reads the lease row
     // through the primary key directly: starting an executor for a one-row
     // lookup would cost several times the lookup. It runs as the caller, who
     // needs SELECT on lease.leases as for any read.
-    const KeyScan scan = begin_key_scan(lease_relations().oids[rel_leases], "leases", leases_column_name, F_TEXTEQ,
-                                        PointerGetDatum(name));
+    const Oid leases_id = lease_relations().oids[rel_leases];
+    // First the version this backend last read or wrote, if it was name's (a
+    // cheap test first: a miss opens the table twice).
+    if (is_remembered(leases_id, name) && !IsolationIsSerializable()) {
+        const KeyScan scan = open_for_key_read(leases_id, "leases");
+        const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+        const LeaseState state = read_remembered(scan.table, name, snapshot);
+        UnregisterSnapshot(snapshot);
+        table_close(scan.table, NoLock);
+        if (state.found)
+            return state;
+    }
+    const KeyScan scan = begin_key_scan(leases_id, "leases", leases_column_name, F_TEXTEQ, PointerGetDatum(name));
     LeaseState state = {};
     const HeapTuple row = systable_getnext(scan.scan);
     if (HeapTupleIsValid(row)) {
-        const TupleDesc desc = RelationGetDescr(scan.table);
-        bool isnull;
-        state.found = true;
-        state.version = row->t_self;
-        state.token = DatumGetInt64(heap_getattr(row, leases_column_token, desc, &isnull));
-        state.owner = copy_text_attribute(row, leases_column_owner, desc);
-        state.expires_at = DatumGetTimestampTz(heap_getattr(row, leases_column_expires_at, desc, &isnull));
-        state.acquired_at = DatumGetTimestampTz(heap_getattr(row, leases_column_acquired_at, desc, &isnull));
-        if (desc->natts >= leases_column_session) {
-            const Datum role = heap_getattr(row, leases_column_role, desc, &isnull);
-            state.role = isnull ? InvalidOid : DatumGetObjectId(role);
-            const Datum session = heap_getattr(row, leases_column_session, desc, &isnull);
-            state.session = isnull ? 0 : DatumGetInt64(session);
-        }
+        state = state_of(row, RelationGetDescr(scan.table));
+        remember_lease_version(scan.table, name, row->t_self);
     }
     end_key_scan(scan);
     return state;

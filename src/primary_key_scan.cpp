@@ -2,16 +2,22 @@
 
 namespace lease {
 
-KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, RegProcedure equality, Datum key_value)
+KeyScan open_for_key_read(Oid table_id, const char* table_name)
 {
     const AclResult allowed = pg_class_aclcheck(table_id, GetUserId(), ACL_SELECT);
     if (allowed != ACLCHECK_OK)
         aclcheck_error(allowed, OBJECT_TABLE, table_name);
-    KeyScan scan;
+    KeyScan scan = {};
     scan.table = table_open(table_id, AccessShareLock);
-    const Oid primary_key = RelationGetPrimaryKeyIndex(scan.table);
-    if (!OidIsValid(primary_key))
+    if (!OidIsValid(RelationGetPrimaryKeyIndex(scan.table)))
         elog(ERROR, "lease: lease.%s has no primary key", table_name);
+    return scan;
+}
+
+KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, RegProcedure equality, Datum key_value)
+{
+    KeyScan scan = open_for_key_read(table_id, table_name);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(scan.table);
     ScanKeyData key;
     ScanKeyEntryInitialize(&key, 0, column, BTEqualStrategyNumber, InvalidOid,
                            TupleDescAttr(RelationGetDescr(scan.table), column - 1)->attcollation, equality, key_value);

@@ -16,6 +16,10 @@ struct KeyScan {
     SysScanDesc scan;
 };
 
+// The first half of begin_key_scan: the SELECT privilege checked, the table
+// open and locked (AccessShareLock), no scan begun (scan.scan is null).
+KeyScan open_for_key_read(Oid table_id, const char* table_name);
+
 KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, RegProcedure equality, Datum key_value);
 
 // The table stays locked until the transaction ends, as a statement leaves

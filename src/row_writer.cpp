@@ -196,7 +196,12 @@ void insert_directly(Relation table, const Datum* values, const bool* nulls)
     ExecDropSingleTupleTableSlot(row);
 }
 
-void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
+namespace {
+
+// The executor's way to add a row version's index entries, for a table with
+// an index whose entries the direct writer does not form itself
+// (IndexPlan::plain).
+void add_index_entries_by_executor(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
 {
     EState* const estate = CreateExecutorState();
     RangeTblEntry* const target_entry = makeNode(RangeTblEntry);
@@ -214,10 +219,177 @@ void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_
     FreeExecutorState(estate);
 }
 
+// What add_index_entries knows of a table's indexes between calls: every
+// history row and every non-HOT lease update used to build an executor
+// state, open the indexes and build their IndexInfo for one row, about as
+// much as the btree insert itself (bench/analysis.md). The IndexInfo of each
+// index is built once, in the plan's own memory context, and kept until the
+// relation cache invalidates the table or one of its indexes; every call
+// also checks the plan against the index list and the indexes' readiness it
+// has just read from the relation cache, so that a plan an invalidation has
+// not reached yet is never used.
+struct IndexPlan {
+    Oid table;  // InvalidOid: a free slot
+    bool valid;
+    // Whether every index is a btree on plain columns, with no predicate, no
+    // exclusion constraint and no deferred uniqueness: their entries are the
+    // columns' values, and a unique index checks itself as it inserts. Any
+    // other index a DBA adds makes the table's entries go through the
+    // executor, which computes expressions, tests predicates and checks
+    // exclusion constraints.
+    bool plain;
+    int count;
+    Oid* indexes;  // in RelationGetIndexList's order
+    IndexInfo** infos;
+    MemoryContext context;
+};
+
+// lease.leases, lease.history and lease.holders, and one to spare. Plain
+// data, initialised to zeros: no constructor runs at load.
+constexpr int index_plan_slots = 4;
+IndexPlan index_plans[index_plan_slots];
+bool index_plan_callback_registered = false;
+int next_index_plan_slot = 0;
+
+// Relation cache callback: a plan whose table or index is invalidated (any
+// ALTER TABLE, CREATE or DROP INDEX, REINDEX, DROP EXTENSION) or all of
+// them on a cache reset. Only marks them: memory is reused when a plan is
+// rebuilt, never freed under a caller that may be using it.
+void forget_index_plans(Datum, Oid relid)
+{
+    for (IndexPlan& plan : index_plans) {
+        bool ours = relid == InvalidOid || relid == plan.table;
+        for (int i = 0; i < plan.count && !ours; ++i)
+            ours = relid == plan.indexes[i];
+        if (ours)
+            plan.valid = false;
+    }
+}
+
+bool plan_matches(const IndexPlan& plan, Relation table, Relation* indexes, int count)
+{
+    if (!plan.valid || plan.table != RelationGetRelid(table) || plan.count != count)
+        return false;
+    for (int i = 0; i < count; ++i)
+        if (plan.indexes[i] != RelationGetRelid(indexes[i]) ||
+            plan.infos[i]->ii_ReadyForInserts != indexes[i]->rd_index->indisready)
+            return false;
+    return true;
+}
+
+bool index_is_plain(Relation index, const IndexInfo* info)
+{
+    return index->rd_rel->relam == BTREE_AM_OID && info->ii_Expressions == NIL && info->ii_Predicate == NIL &&
+           info->ii_ExclusionOps == nullptr && (!info->ii_Unique || index->rd_index->indimmediate);
+}
+
+// The plan for table, whose indexes (in RelationGetIndexList's order) are
+// open: the cached one if it still matches them, else one built now.
+const IndexPlan& index_plan(Relation table, Relation* indexes, int count)
+{
+    if (!index_plan_callback_registered) {
+        CacheRegisterRelcacheCallback(forget_index_plans, static_cast<Datum>(0));
+        index_plan_callback_registered = true;
+    }
+    IndexPlan* plan = nullptr;
+    for (IndexPlan& candidate : index_plans)
+        if (candidate.table == RelationGetRelid(table))
+            plan = &candidate;
+    if (plan != nullptr && plan_matches(*plan, table, indexes, count))
+        return *plan;
+    if (plan == nullptr) {
+        plan = &index_plans[next_index_plan_slot];
+        next_index_plan_slot = (next_index_plan_slot + 1) % index_plan_slots;
+    }
+    if (plan->context == nullptr)
+        plan->context = AllocSetContextCreate(CacheMemoryContext, "lease index plan", ALLOCSET_SMALL_SIZES);
+    plan->valid = false;
+    plan->table = InvalidOid;
+    plan->count = 0;
+    MemoryContextReset(plan->context);
+    // BuildIndexInfo may read the catalogs (an index's expressions), which
+    // may process invalidations: the plan is kept only if none arrived
+    // meanwhile, as lease_relations() does. It serves this call either way,
+    // built from the indexes as this call opened them.
+    const uint64 invalidations_before = SharedInvalidMessageCounter;
+    const MemoryContext caller_context = MemoryContextSwitchTo(plan->context);
+    Oid* const oids = static_cast<Oid*>(palloc(sizeof(Oid) * (count + 1)));
+    IndexInfo** const infos = static_cast<IndexInfo**>(palloc(sizeof(IndexInfo*) * (count + 1)));
+    bool plain = true;
+    for (int i = 0; i < count; ++i) {
+        oids[i] = RelationGetRelid(indexes[i]);
+        infos[i] = BuildIndexInfo(indexes[i]);
+        plain = plain && index_is_plain(indexes[i], infos[i]);
+    }
+    MemoryContextSwitchTo(caller_context);
+    plan->indexes = oids;
+    plan->infos = infos;
+    plan->plain = plain;
+    plan->count = count;
+    plan->table = RelationGetRelid(table);
+    plan->valid = invalidations_before == SharedInvalidMessageCounter;
+    return *plan;
+}
+
+// Whether an update leaves the columns of this index unchanged: the hint
+// ExecInsertIndexTuples gives (index_unchanged_by_update), for plain columns.
+bool index_unchanged_by(const IndexInfo* info, const Bitmapset* updated_columns)
+{
+    for (int k = 0; k < info->ii_NumIndexAttrs; ++k)
+        if (bms_is_member(info->ii_IndexAttrNumbers[k] - FirstLowInvalidHeapAttributeNumber, updated_columns))
+            return false;
+    return true;
+}
+
+}  // namespace
+
+void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
+{
+    if (!table->rd_rel->relhasindex)
+        return;
+    // As ExecOpenIndices: every index in the list, ready or not, locked until
+    // the entries are added.
+    List* const index_oids = RelationGetIndexList(table);
+    const int count = list_length(index_oids);
+    Relation* const indexes = static_cast<Relation*>(palloc(sizeof(Relation) * (count + 1)));
+    for (int i = 0; i < count; ++i)
+        indexes[i] = index_open(list_nth_oid(index_oids, i), RowExclusiveLock);
+    const IndexPlan& plan = index_plan(table, indexes, count);
+    if (!plan.plain) {
+        add_index_entries_by_executor(table, slot, updated_columns, update);
+    } else {
+        // As ExecInsertIndexTuples and FormIndexDatum do for such indexes.
+        slot_getallattrs(slot);
+        Datum values[INDEX_MAX_KEYS];
+        bool nulls[INDEX_MAX_KEYS];
+        for (int i = 0; i < count; ++i) {
+            IndexInfo* const info = plan.infos[i];
+            if (!info->ii_ReadyForInserts)
+                continue;
+            for (int k = 0; k < info->ii_NumIndexAttrs; ++k) {
+                const AttrNumber column = info->ii_IndexAttrNumbers[k];
+                values[k] = slot->tts_values[column - 1];
+                nulls[k] = slot->tts_isnull[column - 1];
+            }
+            (void) index_insert(indexes[i], values, nulls, &slot->tts_tid, table,
+                                info->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+                                update && index_unchanged_by(info, updated_columns), info);
+        }
+    }
+    for (int i = 0; i < count; ++i)
+        index_close(indexes[i], RowExclusiveLock);
+    pfree(indexes);
+    list_free(index_oids);
+}
+
 bool change_row(Relation table, const RowKey& key, const ItemPointerData& version_read, RowChange change,
                 void* context, bool upsert)
 {
     const TupleDesc columns = RelationGetDescr(table);
+    // A lease row's versions are remembered, so that the next read or change
+    // of the name can fetch its row without the primary-key lookup.
+    const text* const lease_name =
+        RelationGetRelid(table) == lease_relations().oids[rel_leases] ? reinterpret_cast<const text*>(DatumGetPointer(key.value)) : nullptr;
     // The snapshot an UPDATE's row must be visible to under REPEATABLE READ
     // and SERIALIZABLE (ri_triggers.c's crosscheck): lease state is decided on
     // the latest committed version, and a version this transaction could not
@@ -232,14 +404,32 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
             if (next_version.tuple == nullptr)
                 continue;
         } else {
-            Snapshot snapshot;
-            const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
-            const HeapTuple row = systable_getnext(scan);
-            if (HeapTupleIsValid(row))
-                next_version = change(row, columns, context);
-            if (next_version.tuple != nullptr)
-                version = row->t_self;
-            systable_endscan(scan);
+            Snapshot snapshot = InvalidSnapshot;
+            HeapTupleData remembered;
+            Buffer remembered_buffer;
+            bool found_remembered = false;
+            if (lease_name != nullptr) {
+                snapshot = RegisterSnapshot(GetLatestSnapshot());
+                found_remembered =
+                    fetch_remembered_version(table, lease_name, snapshot, &remembered, &remembered_buffer);
+                if (!found_remembered)
+                    UnregisterSnapshot(snapshot);
+            }
+            if (found_remembered) {
+                // The version the lookup below would find.
+                next_version = change(&remembered, columns, context);
+                if (next_version.tuple != nullptr)
+                    version = remembered.t_self;
+                ReleaseBuffer(remembered_buffer);
+            } else {
+                const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
+                const HeapTuple row = systable_getnext(scan);
+                if (HeapTupleIsValid(row))
+                    next_version = change(row, columns, context);
+                if (next_version.tuple != nullptr)
+                    version = row->t_self;
+                systable_endscan(scan);
+            }
             UnregisterSnapshot(snapshot);
             if (next_version.tuple == nullptr)
                 break;
@@ -254,6 +444,8 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
                                                     crosscheck, true, &failure, &lock_mode, &update_indexes);
         if (result == TM_Ok && update_indexes)
             add_index_entries(table, slot, next_version.updated_columns, true);
+        if (result == TM_Ok && lease_name != nullptr)
+            remember_lease_version(table, lease_name, slot->tts_tid);
         ExecDropSingleTupleTableSlot(slot);
         if (result == TM_Ok) {
             changed = true;

@@ -110,6 +110,21 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
 // on the version a concurrent transaction left).
 using RowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
 
+// Tells read_latest where the latest version of name's lease row is now
+// (lease_rows.cpp): change_row calls it with each lease.leases version it
+// writes.
+void remember_lease_version(Relation leases, const text* name, const ItemPointerData& version);
+
+// The version of name's lease row remembered (remember_lease_version), when
+// it is still there, visible to snapshot (an MVCC snapshot) and name's: then
+// it is the version a lookup through the primary key on that snapshot would
+// find, as no two versions of one key are visible to one snapshot. Returns
+// false otherwise, and under SERIALIZABLE, where the lookup's predicate lock
+// on the index page is what tells a later insert of the name that this
+// transaction read it. On true, row is in *buffer, pinned for the caller to
+// release.
+bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapshot, HeapTuple row, Buffer* buffer);
+
 // Deletes the row with this key when test accepts it, as a DELETE statement
 // run as the table's owner would, with the concurrency rules of change_row
 // (READ COMMITTED waits for a version in flight and retests its successor;
