@@ -45,9 +45,11 @@
 # check); every observation in the wait histogram (the hold checks, the
 # cumulative check); lease.metric_figures() reading the first slot whatever
 # the database (the other database's checks); buckets served as they are
-# counted, not cumulative (the cumulative check). Dropping "owner IS NOT
-# NULL" from lease_held is not caught: a free row's expiry is never in the
-# future, so the condition only spares work. Not covered: a dropped
+# counted, not cumulative (the cumulative check); lease.held_count() without
+# its check of SELECT on lease.metrics (the 42501 check) and counting rows
+# without an owner (the holders' lease_held check, lease_held and
+# lease.held_count() against lease.status: a name marked for its holders
+# has no owner and expires at 'infinity'). Not covered: a dropped
 # database's slot going to another database (it takes 64 databases).
 set -u
 
