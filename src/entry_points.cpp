@@ -629,6 +629,11 @@ Datum metric_figures(FunctionCallInfo fcinfo)
     return lease::metric_figures(fcinfo);
 }
 
+Datum held_count(FunctionCallInfo fcinfo)
+{
+    return lease::held_count(fcinfo);
+}
+
 // lease.allow / lease.disallow: not granted to PUBLIC. Every backend reloads
 // the rules once the change commits.
 const text* prefix_arg(FunctionCallInfo fcinfo, int argno)
@@ -727,6 +732,7 @@ LEASE_WRITING_ENTRY(lease_set_value, set_value, "lease.lease_set_value()")
 LEASE_ENTRY(lease_leader, leader)
 LEASE_ENTRY(lease_waiting, waiting)
 LEASE_ENTRY(lease_metric_figures, metric_figures)
+LEASE_ENTRY(lease_held_count, held_count)
 
 void _PG_init(void)
 {

@@ -4,6 +4,8 @@
 #include "store_relations.hpp"
 #include "store_spi.hpp"
 
+#include <algorithm>
+
 namespace lease {
 
 namespace {
@@ -151,6 +153,41 @@ LeaseState read_latest(const text* name)
     }
     end_key_scan(scan);
     return state;
+}
+
+namespace {
+
+struct LiveGrants {
+    TimestampTz now;
+    const int64* live_sessions;  // sorted
+    int live_count;
+    int64 live;
+};
+
+void count_live_lease(HeapTuple row, TupleDesc columns, void* context)
+{
+    // A free row, or a name's mark for its holders, has no owner: its other
+    // columns are not read.
+    if (heap_attisnull(row, leases_column_owner, columns))
+        return;
+    Datum values[leases_column_session];
+    bool nulls[leases_column_session];
+    deform_columns(row, columns, leases_column_session, values, nulls);
+    LiveGrants* const count = static_cast<LiveGrants*>(context);
+    if (nulls[leases_column_session - 1])
+        count->live += DatumGetTimestampTz(values[leases_column_expires_at - 1]) > count->now;
+    else
+        count->live += std::binary_search(count->live_sessions, count->live_sessions + count->live_count,
+                                          DatumGetInt64(values[leases_column_session - 1]));
+}
+
+}  // namespace
+
+int64 store_count_live_leases(TimestampTz now, const int64* live_sessions, int live_count)
+{
+    LiveGrants count = {now, live_sessions, live_count, 0};
+    scan_visible_rows(lease_relations().oids[rel_leases], count_live_lease, &count);
+    return count.live;
 }
 
 namespace {

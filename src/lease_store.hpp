@@ -135,6 +135,23 @@ struct SessionState {
 
 SessionState read_session(int64 session);
 
+// lease.held_count() (docs/monitoring.md): one sequential scan of each table
+// under the statement's snapshot, no executor, no permission check (the
+// caller's). The sessions that snapshot sees open and unexpired at now, in a
+// palloc'd array (the caller tests the bound ones' backends) ...
+struct OpenSession {
+    int64 id;
+    TimestampTz expires_at;
+    int32 bound_pid;  // 0 when not bound
+};
+OpenSession* store_open_sessions(TimestampTz now, int* count);
+// ... and the live grants among the rows of lease.leases, then of
+// lease.holders, that it sees: with an owner, and unexpired at now, or for a
+// session's, its session among live_sessions (sorted), as lease.status
+// decides state held.
+int64 store_count_live_leases(TimestampTz now, const int64* live_sessions, int live_count);
+int64 store_count_live_holders(TimestampTz now, const int64* live_sessions, int live_count);
+
 // Writes a grant of the lease (an update, or an insert for a new name) and
 // returns its token. Call with the fence lock held in ExclusiveLock.
 // version_read is LeaseState::version of the read that decided it, made with

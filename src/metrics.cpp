@@ -1,7 +1,10 @@
 #include "metrics.hpp"
 
 #include "lock_tags.hpp"
+#include "sessions.hpp"
 #include "shared_memory.hpp"
+
+#include <algorithm>
 
 namespace lease {
 
@@ -254,6 +257,35 @@ Datum metric_figures(FunctionCallInfo fcinfo)
         values[3 + 3 * h] = Int64GetDatum(count);
     }
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(result_type, values, nulls)));
+}
+
+Datum held_count(FunctionCallInfo)
+{
+    // The figure is lease.metrics' held: whoever may read that view may have
+    // it, and nobody else (the view reads the tables as their owner, so
+    // SELECT on them is not what decides).
+    const Oid metrics_view = get_relname_relid("metrics", get_namespace_oid("lease", false));
+    if (!OidIsValid(metrics_view))
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation \"lease.metrics\" does not exist")));
+    const AclResult allowed = pg_class_aclcheck(metrics_view, GetUserId(), ACL_SELECT);
+    if (allowed != ACLCHECK_OK)
+        aclcheck_error(allowed, OBJECT_VIEW, "metrics");
+    // The rows of lease.status in state held at the start of the statement,
+    // as lease.metrics' other gauges: one scan of each table instead of an
+    // executor evaluating a CASE per row of lease.leases (docs/monitoring.md,
+    // "Cost").
+    const TimestampTz now = GetCurrentStatementStartTimestamp();
+    int open_count;
+    const OpenSession* open = store_open_sessions(now, &open_count);
+    int64* live = static_cast<int64*>(palloc(sizeof(int64) * (open_count + 1)));
+    int live_count = 0;
+    for (int i = 0; i < open_count; ++i) {
+        const SessionState state = {true, nullptr, InvalidOid, nullptr, open[i].expires_at, false, open[i].bound_pid};
+        if (session_live(open[i].id, state, now))
+            live[live_count++] = open[i].id;
+    }
+    std::sort(live, live + live_count);
+    PG_RETURN_INT64(store_count_live_leases(now, live, live_count) + store_count_live_holders(now, live, live_count));
 }
 
 }  // namespace lease

@@ -32,4 +32,10 @@ void metrics_wait_ends();
 // lease.metrics shows them (cumulative buckets, sums in seconds, counts).
 Datum metric_figures(FunctionCallInfo fcinfo);
 
+// lease.held_count(): lease.metrics' held, the rows of lease.status in state
+// held at the start of the statement, counted by scanning the tables directly
+// under the statement's snapshot; 42501 for a caller who may not read
+// lease.metrics.
+Datum held_count(FunctionCallInfo fcinfo);
+
 }  // namespace lease

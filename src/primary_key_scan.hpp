@@ -1,6 +1,6 @@
-// Direct reads of one row of the extension's tables by primary key, without
-// an executor. Internal to the store (lease_store.hpp is its interface).
-// PostgreSQL-facing.
+// Direct reads of the extension's tables without an executor: one row by
+// primary key, or every row in one sequential scan. Internal to the store
+// (lease_store.hpp is its interface). PostgreSQL-facing.
 #pragma once
 
 #include "postgres_headers.hpp"
@@ -26,6 +26,21 @@ KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, 
 // it: a change that follows may start from the row version the scan found
 // (LeaseState::version), which a VACUUM FULL in between would move.
 void end_key_scan(const KeyScan& scan);
+
+// Calls visit for every row version of a whole table that the statement's
+// snapshot sees (the active one: what a query of the same statement sees,
+// under every isolation level), as a sequential scan of the executor finds
+// them (heapgetpage): page at a time, a page all-visible without a test per
+// row, a predicate lock on the table under SERIALIZABLE and a check of each
+// row for conflicts with it. Without the executor's slots: visit reads the
+// row in place, under the page's share lock, so it must not wait or write.
+using RowVisitor = void (*)(HeapTuple row, TupleDesc columns, void* context);
+void scan_visible_rows(Oid table_id, RowVisitor visit, void* context);
+
+// The first count columns of row (as heap_deform_tuple, without the rest): a
+// visitor's read of the few it needs. A column added after row was written
+// has its default.
+void deform_columns(HeapTuple row, TupleDesc columns, int count, Datum* values, bool* nulls);
 
 text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc);
 

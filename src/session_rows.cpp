@@ -42,6 +42,45 @@ SessionState read_session(int64 session)
     return state;
 }
 
+namespace {
+
+struct OpenSessions {
+    TimestampTz now;
+    OpenSession* sessions;
+    int count;
+    int capacity;
+};
+
+void collect_open_session(HeapTuple row, TupleDesc columns, void* context)
+{
+    Datum values[sessions_column_bound_pid];
+    bool nulls[sessions_column_bound_pid];
+    deform_columns(row, columns, sessions_column_bound_pid, values, nulls);
+    OpenSessions* const open = static_cast<OpenSessions*>(context);
+    const TimestampTz expires_at = DatumGetTimestampTz(values[sessions_column_expires_at - 1]);
+    if (!nulls[sessions_column_closed_at - 1] || expires_at <= open->now)
+        return;
+    if (open->count == open->capacity) {
+        open->capacity *= 2;
+        open->sessions = static_cast<OpenSession*>(repalloc(open->sessions, sizeof(OpenSession) * open->capacity));
+    }
+    OpenSession& session = open->sessions[open->count++];
+    session.id = DatumGetInt64(values[sessions_column_id - 1]);
+    session.expires_at = expires_at;
+    session.bound_pid =
+        nulls[sessions_column_bound_pid - 1] ? 0 : DatumGetInt32(values[sessions_column_bound_pid - 1]);
+}
+
+}  // namespace
+
+OpenSession* store_open_sessions(TimestampTz now, int* count)
+{
+    OpenSessions open = {now, static_cast<OpenSession*>(palloc(sizeof(OpenSession) * 64)), 0, 64};
+    scan_visible_rows(lease_relations().oids[rel_sessions], collect_open_session, &open);
+    *count = open.count;
+    return open.sessions;
+}
+
 // session_open($1 owner, $2 role, $3 ttl, $4 now, $5 expires_at, $6 bound pid or NULL)
 constexpr StoredQuery query_session_open = {
     "INSERT INTO lease.sessions (id, owner, role, ttl, opened_at, renewed_at, expires_at, bound_pid)"

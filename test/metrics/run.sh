@@ -16,6 +16,8 @@
 #   - counters that never go down: not with lease.prune_history(), not across
 #     an exporter restart, nowhere in the run; another database's untouched;
 #   - an application role cannot move a counter by hand (42501);
+#   - lease.held_count() (lease.metrics' held) against lease.status, and
+#     refused (42501) to a role that may read the tables but not lease.metrics;
 #   - a server restart (which also preloads the library): lease.stats'
 #     counters as they were, the expiries and histograms (shared memory)
 #     from 0, and counting again, preloaded;
@@ -43,9 +45,11 @@
 # check); every observation in the wait histogram (the hold checks, the
 # cumulative check); lease.metric_figures() reading the first slot whatever
 # the database (the other database's checks); buckets served as they are
-# counted, not cumulative (the cumulative check). Dropping "owner IS NOT
-# NULL" from lease_held is not caught: a free row's expiry is never in the
-# future, so the condition only spares work. Not covered: a dropped
+# counted, not cumulative (the cumulative check); lease.held_count() without
+# its check of SELECT on lease.metrics (the 42501 check) and counting rows
+# without an owner (the holders' lease_held check, lease_held and
+# lease.held_count() against lease.status: a name marked for its holders
+# has no owner and expires at 'infinity'). Not covered: a dropped
 # database's slot going to another database (it takes 64 databases).
 set -u
 
@@ -455,6 +459,9 @@ report $? "an open session: lease_sessions_live 1" "$(m lease_sessions_live)"
 held_view=$(sql -c "SELECT count(*) FROM lease.status WHERE state = 'held'")
 [ "$(m lease_held)" = "$held_view" ]
 report $? "lease_held is the number of held leases in lease.status" "metric $(m lease_held), view $held_view"
+held_count=$(sql -c "SELECT lease.held_count()")
+[ "$held_count" = "$held_view" ]
+report $? "lease.held_count(), which lease.metrics reads, counts them too" "held_count $held_count, view $held_view"
 sql -c "SELECT lease.session_acquire($session, 'by-session-2')" >/dev/null
 sql -c "SELECT lease.lease_release('by-session-2', $(token_of by-session-2))" >/dev/null
 scrape
@@ -510,6 +517,17 @@ report $? "an application role cannot nextval or setval a counter (42501)" "$out
 grants_as_app=$(sql -U app -c "SELECT held, grants_total FROM lease.metrics")
 [ -n "$grants_as_app" ]
 report $? "an application role reads lease.metrics" "$grants_as_app"
+# Who may read the metrics is who may read lease.metrics: held_count() follows
+# that view's grants, not the tables' (which app may still read).
+sql -c "REVOKE SELECT ON lease.metrics FROM PUBLIC" >/dev/null
+out=$(sql -U app -c "SELECT lease.held_count()" 2>&1)
+out2=$(sql -U app -c "SELECT count(*) FROM lease.leases" 2>&1)
+scrape
+held_scraped=$(m lease_held)
+sql -c "GRANT SELECT ON lease.metrics TO PUBLIC" >/dev/null
+[[ $out == *"permission denied for view metrics"* && $out2 =~ ^[0-9]+$ && -n $held_scraped ]]
+report $? "lease.metrics revoked from PUBLIC: lease.held_count() is 42501 for app (which reads lease.leases), the exporter still serves lease_held" \
+    "$out / $out2 / lease_held $held_scraped"
 
 # --- the alert rules and the dashboard -------------------------------------------------
 out=$(cd monitoring && promtool check rules alerts.yaml 2>&1 && promtool test rules alerts_test.yaml 2>&1)

@@ -21,8 +21,8 @@ SELECT functions_are('lease',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
           'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events', 'semaphore_acquire',
           'lease_acquire_shared', 'lease_acquire_all', 'lease_set_value', 'leader', 'session_acquire_shared',
-          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'events_horizon'],
-    'lease holds exactly the thirty-nine documented functions and procedures');
+          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'held_count', 'events_horizon'],
+    'lease holds exactly the forty documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -122,8 +122,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 39,
-    'no overloads: exactly thirty-nine functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 40,
+    'no overloads: exactly forty functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
@@ -198,9 +198,7 @@ SELECT volatility_is('lease', 'lease_release', ARRAY['text', 'bigint'], 'volatil
 SELECT volatility_is('lease', 'lease_revoke', ARRAY['text'], 'volatile');
 SELECT volatility_is('lease', 'fenced_write', ARRAY['text', 'bigint'], 'volatile');
 SELECT volatility_is('lease', 'fence_trigger', ARRAY[]::text[], 'volatile');
--- But lease.metric_figures(), which only reads shared memory: an unsafe
--- function would keep lease.metrics from counting held leases with parallel
--- workers (docs/monitoring.md).
+-- But lease.metric_figures(), which only reads shared memory.
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), NULL,
     'every lease function but metric_figures is PARALLEL UNSAFE')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proparallel <> 'u'
