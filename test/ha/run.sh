@@ -77,9 +77,9 @@
 # over the test's own link, stopped being a primary by itself before the
 # first grant was sent to the new one; and no two primaries both accepted
 # fenced writes for one lease name under grants with overlapping validity
-# (the old primary's ledger rows, read from it before the heal, and the
-# new's, with the grants' times from lease.history on each; see
-# overlap_check). The figure of each partition is the time from the cut to
+# (the ledger rows of the old primary and of the one elected meanwhile,
+# both read before the heal, with the grants' times from lease.history on
+# each; see overlap_check). The figure of each partition is the time from the cut to
 # the first grant on the new primary (on the same primary for
 # part-replicas), with its median and maximum over the rounds at the end.
 #
@@ -645,51 +645,54 @@ grant_sent_after() {
     awk -F'|' -v t="$2" '$7 + 0 > t + 0 { print $8 "|" $5 "|" $6 }' "$1/grants.csv" 2>/dev/null | sort -n | head -n 1
 }
 
-# save_old_rows DIR SCENARIO OLD: while the old primary is still cut off,
-# the rows it accepted into the ledger (whether or not they ever reached
-# another node), each with the time its token was granted there, in
-# DIR/old-rows.csv: worker|seq|lease|token|fence_started_ms|lease_expires_ms|acquired_ms.
-save_old_rows() {
+# save_rows DIR SCENARIO NODE FILE: the rows NODE accepted into the ledger
+# as a primary (whether or not they ever reached another node), each with
+# the time its token was granted there, in DIR/FILE:
+# worker|seq|lease|token|fence_started_ms|lease_expires_ms|acquired_ms.
+# Read before a partition is healed, when a rewind could still remove them.
+save_rows() {
     node_sql "$3" -F'|' -c "
         SELECT l.worker, l.seq, l.lease_name, l.fence_token,
                (extract(epoch FROM l.fence_started) * 1000)::bigint,
                (extract(epoch FROM l.lease_expires) * 1000)::bigint,
                (SELECT (extract(epoch FROM max(h.at)) * 1000)::bigint FROM lease.history AS h
                  WHERE h.name = l.lease_name AND h.token = l.fence_token AND h.event = 'acquired')
-          FROM ha_ledger AS l WHERE l.scenario = '$2' AND l.server_port = ${PG_PORT[$3]}" >"$1/old-rows.csv"
+          FROM ha_ledger AS l WHERE l.scenario = '$2' AND l.server_port = ${PG_PORT[$3]}" >"$1/$4"
 }
 
-# overlap_check NAME DIR SCENARIO OLD NEW DEMOTED_MS: no two primaries both
-# accepted fenced writes for one lease name under grants whose validity
-# overlapped. The old primary's side: the rows it accepted and acknowledged
-# to their client (old-rows.csv, read from it before it rejoined, and
-# writes.csv); the new primary's: the rows it accepted, from its ledger. A
-# grant is valid from its "acquired" event in lease.history (on the primary
-# that made it) to the latest expiry its writes saw, and on the old primary
-# only as long as that was a primary (DEMOTED_MS, when it was first seen
-# demoted; empty if it never was): a holder that re-acquires its own lease on the new primary
+# overlap_check NAME DIR OLD NEW DEMOTED_MS: no two primaries both accepted
+# fenced writes for one lease name under grants whose validity overlapped.
+# The old primary's side: the rows it accepted and acknowledged to their
+# client (old-rows.csv and writes.csv); the new primary's (NEW, the leader
+# Patroni elected during the partition): the rows it accepted
+# (new-rows.csv); both read before the heal. A grant is valid from its
+# "acquired" event in lease.history (on the primary that made it) to the
+# latest expiry its writes saw, and on the old primary only as long as that
+# was a primary (DEMOTED_MS, when it was first seen demoted; empty if it
+# never was): a holder that re-acquires its own lease on the new primary
 # supersedes a grant that would have lasted longer. One grant used on both
-# primaries (a holder that heartbeat through the failover) is one grant, not
-# two. Overlapping: the two validities overlap, or the old primary accepted a
-# write under its grant after the new one's was made, or the new grant's
-# token is not the larger.
+# primaries (a holder that heartbeat through the failover) is one grant,
+# not two. Overlapping: the two validities overlap, or the old primary
+# accepted a write under its grant after the new one's was made, or the new
+# grant's token is not the larger.
 overlap_check() {
-    local name=$1 dir=$2 id=$3 old=$4 new=$5 demoted=${6:-NULL} out
+    local name=$1 dir=$2 old=$3 new=$4 demoted=${5:-NULL} out
+    if [ "$new" = none ] || [ "$new" = "$old" ]; then
+        report 1 "$name: another primary than $old, elected during the partition, to compare its grants with" "leader: $new"
+        return
+    fi
     out=$(rw_sql -F'|' <<EOF 2>&1
 CREATE TEMP TABLE old_rows (worker text, seq bigint, lease text, token bigint, started_ms bigint, expires_ms bigint, acquired_ms bigint);
 \copy old_rows FROM '$dir/old-rows.csv' WITH (FORMAT csv, DELIMITER '|')
 CREATE TEMP TABLE acked (client text, seq bigint, lease text, token bigint, port int, received_ms bigint, zombie int);
 \copy acked FROM '$dir/writes.csv' WITH (FORMAT csv, DELIMITER '|')
+CREATE TEMP TABLE new_rows (LIKE old_rows);
+\copy new_rows FROM '$dir/new-rows.csv' WITH (FORMAT csv, DELIMITER '|')
 WITH o AS (SELECT r.lease, r.token, min(r.acquired_ms) AS a, max(r.expires_ms) AS e, max(r.started_ms) AS last_write
              FROM old_rows AS r JOIN acked AS k ON k.client = r.worker AND k.seq = r.seq AND k.port = ${PG_PORT[$old]}
             GROUP BY r.lease, r.token),
-     n AS (SELECT l.lease_name AS lease, l.fence_token AS token, max(l.lease_expires) AS expires,
-                  (SELECT max(h.at) FROM lease.history AS h
-                    WHERE h.name = l.lease_name AND h.token = l.fence_token AND h.event = 'acquired') AS acquired
-             FROM ha_ledger AS l WHERE l.scenario = '$id' AND l.server_port = ${PG_PORT[$new]}
-            GROUP BY l.lease_name, l.fence_token),
-     pairs AS (SELECT o.*, (extract(epoch FROM n.acquired) * 1000)::bigint AS n_a,
-                      (extract(epoch FROM n.expires) * 1000)::bigint AS n_e, n.token AS n_token
+     n AS (SELECT lease, token, min(acquired_ms) AS a, max(expires_ms) AS e FROM new_rows GROUP BY lease, token),
+     pairs AS (SELECT o.*, n.a AS n_a, n.e AS n_e, n.token AS n_token
                  FROM o JOIN n ON n.lease = o.lease AND n.token <> o.token)
 SELECT (SELECT count(DISTINCT lease) FROM o), (SELECT count(DISTINCT lease) FROM n), count(*),
        count(*) FILTER (WHERE n_a IS NULL OR a IS NULL OR (n_a < least(e, $demoted) AND a < n_e)
@@ -826,7 +829,7 @@ scenario() {
 
     # Let the workload run on the new primary, and pg_lease heartbeat there;
     # the old primary may meanwhile come back by itself.
-    local t_healthy='' t_heal='' watch_until=$((SECONDS + 7))
+    local t_healthy='' t_heal='' watch_until=$((SECONDS + 7)) partition_new=
     while [ $SECONDS -lt $watch_until ]; do
         case $fault in kill9 | switchover) ;; *) break ;; esac
         if [ -z "$t_healthy" ] && healthy "$mode"; then t_healthy=$(now_ms); fi
@@ -844,7 +847,9 @@ scenario() {
     case $fault in
         part-etcd | part-all)
             wait_until 30 demoted_seen "$old"
-            save_old_rows "$dir" "$id" "$old"
+            partition_new=$(leader)
+            save_rows "$dir" "$id" "$old" old-rows.csv
+            if [ -n "$partition_new" ]; then save_rows "$dir" "$id" "$partition_new" new-rows.csv; else : >"$dir/new-rows.csv"; fi
             ;;
         part-replicas)
             figure "$name: while $old was cut off from the standbys, acknowledged writes paused for at most $(seconds_between 0 "$(longest_pause "$dir" "$t_fault" "$(now_ms)")") s"
@@ -971,7 +976,7 @@ scenario() {
         "exit $STOPPED_RC; $(cat "$dir/client.out"; grep '|unexpected error' "$dir/events.log" | head -n 5)" \
         [ "$STOPPED_RC" = 0 -a "$unexpected" = 0 ]
     cat "$dir/cli.writes" >>"$dir/writes.csv" 2>/dev/null
-    case $fault in part-etcd | part-all) overlap_check "$name" "$dir" "$id" "$old" "$new" "$DEMOTED_SEEN" ;; esac
+    case $fault in part-etcd | part-all) overlap_check "$name" "$dir" "$old" "${partition_new:-none}" "$DEMOTED_SEEN" ;; esac
 
     # ---- no stale write accepted ----
     local stale
