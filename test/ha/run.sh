@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# test/ha/run.sh [--full]: leases, fencing tokens and fenced writes on a
+# test/ha/run.sh [--full | --partitions]: leases, fencing tokens and fenced writes on a
 # Patroni-managed PostgreSQL cluster with etcd, through automatic failovers.
 # See "Running under Patroni" in docs/operations.md, which quotes its figures.
 #
-# What it starts (loopback only, ports LEASE_HA_PORT .. LEASE_HA_PORT + 28,
-# default 55400 .. 55428), all in a temporary directory that is removed at
-# the end, every process stopped on exit, also on failure and Ctrl-C:
+# What it starts (on loopback unless --partitions, ports LEASE_HA_PORT ..
+# LEASE_HA_PORT + 28, default 55400 .. 55428), all in a temporary directory
+# ($TMPDIR or /tmp) that is removed at the end, every process stopped on
+# exit, also on failure and Ctrl-C:
 #   * 3 etcd members (Debian's etcd-server 3.4);
 #   * 3 Patroni nodes (Debian's patroni 3.0.2, etcd3 API) managing PostgreSQL
 #     15, as the postgres user when run as root. Patroni: ttl 10, loop_wait 2,
@@ -16,6 +17,15 @@
 #     node and the rest: each node reaches etcd through relays of its own
 #     (Patroni's use_proxies), and the other nodes replicate from it through
 #     its relay (its connect_address). Cutting a relay cuts that link only.
+# With --partitions (as root: network namespaces, veth pairs, iptables) the
+# network is real instead, and no relay runs: each node's Patroni and
+# PostgreSQL run in a network namespace of their own (lha-node1..3,
+# 10.232.0.11-13), the etcd members in lha-etcd (10.232.0.2) and the clients
+# in lha-clients (10.232.0.3), each joined by a veth pair to a bridge on the
+# host (lha-br, 10.232.0.1, from where the test itself runs psql and
+# patronictl). A partition drops packets with iptables in the namespaces of
+# both ends (silence, never a reset); healing flushes the rules. The
+# namespaces and the bridge are removed on exit.
 # The extension is created on the primary with a fenced table, ha_ledger
 # (lease.fence_trigger('{lease_name}')), and test-only triggers that record,
 # for each row, when its fence check started and the lease's token and expiry
@@ -42,6 +52,15 @@
 #               alone for 3 s, then kill -9 of its postmaster
 #   lagging     like diverge, but the primary writes 3 MB alone, more than
 #               maximum_lag_on_failover
+# and with --partitions, a partition of the primary, held until the outcome
+# (a failover, or none) and then healed:
+#   part-etcd      from etcd only (its replicas and the clients still reach it)
+#   part-replicas  from the other nodes only: no failover, the synchronous
+#                  standby is dropped after wal_sender_timeout
+#   part-all       from etcd, the other nodes and the clients: the clients
+#                  reach the new primary only (their connection string has
+#                  tcp_user_timeout=4000, or a call sent to the cut primary
+#                  would wait for TCP to give up)
 # Checks after each: the expected outcome (failover to another node, to the
 # synchronous standby in synchronous mode, or a restart in place); the old
 # primary acknowledged its last write before the first grant was sent to the
@@ -57,7 +76,16 @@
 # its command before the lease expired; pg_rewind ran when the old primary
 # had diverged; the history checker (test/common/history_check.py) over every
 # call ha_client's clients made (only token order with --lossy where
-# acknowledged calls may be lost).
+# acknowledged calls may be lost). After part-etcd and part-all also: the old
+# primary, polled over the test's own link, stopped being a primary by itself
+# before the first grant was sent to the new one; and no two primaries both
+# accepted fenced writes for one lease name under grants with overlapping
+# validity (the ledger rows of the old primary and of the one elected
+# meanwhile, both read before the heal, with the grants' times from
+# lease.history on each; see overlap_check). The figure of each partition is
+# the time from the cut to the first grant on the new primary (on the same
+# primary for part-replicas), with its median and maximum over the rounds at
+# the end.
 #
 #   default   synchronous mode, kill9 (40 s to 2 min on two cores)
 #   --full    synchronous: kill9 crash stop switchover etcd-cut diverge;
@@ -65,6 +93,9 @@
 #             with Patroni's defaults (ttl 30, loop_wait 10, retry_timeout 10,
 #             primary_start_timeout 300), synchronous: kill9 crash; and kill9
 #             again with primary_start_timeout 0. 11 to 16 min on two cores.
+#   --partitions  synchronous: part-etcd part-replicas part-all, in namespaces
+#             (about 3 min per round on two cores); HA_PARTITION_ROUNDS=N
+#             runs them N times (default 1), HA_PARTITIONS picks some of them.
 # HA_KEEP=1 keeps the temporary directory (logs of every node and client).
 #
 # Prints TAP-style lines, "# figure: ..." lines and "ha: N passed, N failed".
@@ -76,12 +107,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
 
-FULL=0
+FULL=0 PARTITIONS=0
 case "${1:-}" in
     "") ;;
     --full) FULL=1 ;;
+    --partitions) PARTITIONS=1 ;;
     *)
-        echo "usage: test/ha/run.sh [--full]" >&2
+        echo "usage: test/ha/run.sh [--full | --partitions]" >&2
         exit 64
         ;;
 esac
@@ -94,8 +126,15 @@ trap 'exit 143' TERM
 # installed; this test runs etcd and Patroni of its own and must leave nothing
 # running (ensure_packages_no_services in scripts/lib.sh).
 install_packages() {
-    ensure_packages_no_services "${BUILD_PACKAGES[@]}" patroni etcd-server etcd-client python3-etcd
+    local network=()
+    [ "$PARTITIONS" = 1 ] && network=(iproute2 iptables)
+    ensure_packages_no_services "${BUILD_PACKAGES[@]}" patroni etcd-server etcd-client python3-etcd "${network[@]}"
 }
+# Network namespaces, veth pairs and iptables need root: as a user, through
+# sudo (as test/netfault does).
+if [ "$PARTITIONS" = 1 ] && [ "$(id -u)" -ne 0 ]; then
+    exec sudo --preserve-env=LEASE_PGBIN,LEASE_HA_PORT,HA_KEEP,HA_PARTITION_ROUNDS,HA_PARTITIONS,TMPDIR bash "$0" "$@"
+fi
 install_packages || {
     echo "ha: 0 passed, 1 failed"
     exit 1
@@ -111,19 +150,45 @@ BASE=${LEASE_HA_PORT:-55400}
 ETCD_CLIENT=($((BASE)) $((BASE + 1)) $((BASE + 2)))
 ETCD_PEER=($((BASE + 3)) $((BASE + 4)) $((BASE + 5)))
 NODES=(node1 node2 node3)
-declare -A PG_PORT REST_PORT REPL_RELAY ETCD_RELAY PID
+declare -A PG_PORT REST_PORT REPL_RELAY ETCD_RELAY PID NODE_ADDR
 for i in 0 1 2; do
     PG_PORT[${NODES[$i]}]=$((BASE + 10 + i))
     REST_PORT[${NODES[$i]}]=$((BASE + 13 + i))
     REPL_RELAY[${NODES[$i]}]=$((BASE + 16 + i))
     ETCD_RELAY[${NODES[$i]}]=$((BASE + 20 + 3 * i))   # 3 ports, one per etcd member
 done
-RW="host=127.0.0.1,127.0.0.1,127.0.0.1 port=${PG_PORT[node1]},${PG_PORT[node2]},${PG_PORT[node3]} user=postgres dbname=postgres target_session_attrs=read-write"
+# Where each part runs. By default everything is on loopback. With
+# --partitions, each node (its Patroni and PostgreSQL), the etcd members and
+# the clients each have a network namespace of their own (lha-node1 ..
+# lha-node3, lha-etcd, lha-clients), joined by veth pairs to a bridge on the
+# host (lha-br, 10.232.0.1: the test's own psql and patronictl, a console
+# that no partition cuts); see "the network" below.
+IN_ETCD=() IN_CLIENTS=()
+declare -A IN_NODE
+if [ "$PARTITIONS" = 1 ]; then
+    NET=10.232.0
+    CONTROL_ADDR=$NET.1 ETCD_ADDR=$NET.2 CLIENT_ADDR=$NET.3 HBA_NET=$NET.0/24
+    for i in 0 1 2; do
+        NODE_ADDR[${NODES[$i]}]=$NET.$((11 + i))
+        IN_NODE[${NODES[$i]}]="ip netns exec lha-${NODES[$i]}"
+    done
+    IN_ETCD=(ip netns exec lha-etcd)
+    IN_CLIENTS=(ip netns exec lha-clients)
+else
+    ETCD_ADDR=127.0.0.1 HBA_NET=127.0.0.1/32
+    for node in "${NODES[@]}"; do NODE_ADDR[$node]=127.0.0.1 IN_NODE[$node]=''; done
+fi
+RW="host=${NODE_ADDR[node1]},${NODE_ADDR[node2]},${NODE_ADDR[node3]} port=${PG_PORT[node1]},${PG_PORT[node2]},${PG_PORT[node3]} user=postgres dbname=postgres target_session_attrs=read-write"
+# A primary cut off by dropped packets sends no reset: a call already sent to
+# it waits for TCP to give up retransmitting (about 15 min), and keepalives
+# do not apply while data is unacknowledged. tcp_user_timeout bounds that, as
+# docs/operations.md recommends for clients.
+[ "$PARTITIONS" = 1 ] && RW+=" tcp_user_timeout=4000"
 GAP=4294967296     # the token epoch gap, 2^32
 CLI_TTL=20         # pg_lease run --ttl, seconds
 PATRONI_TTL=10 PATRONI_LOOP_WAIT=2 PATRONI_RETRY_TIMEOUT=3 MAX_LAG=1048576
 
-WORK=$(mktemp -d /tmp/lease-ha.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lease-ha.XXXXXX")
 chmod 755 "$WORK"
 DAEMON_AS=()
 if [ "$(id -u)" -eq 0 ]; then
@@ -131,6 +196,69 @@ if [ "$(id -u)" -eq 0 ]; then
     chown postgres "$WORK"
     DAEMON_AS=(setpriv --reuid=postgres --regid=postgres --init-groups env HOME="$WORK")
 fi
+
+# ---- the network (--partitions) ----
+# A namespace per part, its veth pair (lhaKh on the bridge lha-br, lhaKn in
+# the namespace, address 10.232.0.K), so that the test can drop packets
+# between any two parts with iptables in their namespaces: K is 2 for etcd,
+# 3 for the clients, 11 to 13 for the nodes.
+declare -A NETNS_OF   # address -> namespace
+if [ "$PARTITIONS" = 1 ]; then
+    NETNS_OF[$ETCD_ADDR]=lha-etcd NETNS_OF[$CLIENT_ADDR]=lha-clients
+    for node in "${NODES[@]}"; do NETNS_OF[${NODE_ADDR[$node]}]=lha-$node; done
+fi
+net_setup() {
+    local addr k
+    ip link add lha-br type bridge && ip addr add "$CONTROL_ADDR/24" dev lha-br && ip link set lha-br up || return 1
+    for addr in "${!NETNS_OF[@]}"; do
+        k=${addr##*.}
+        ip netns add "${NETNS_OF[$addr]}" &&
+            ip link add "lha${k}h" type veth peer name "lha${k}n" &&
+            ip link set "lha${k}n" netns "${NETNS_OF[$addr]}" &&
+            ip link set "lha${k}h" master lha-br up &&
+            ip -n "${NETNS_OF[$addr]}" addr add "$addr/24" dev "lha${k}n" &&
+            ip -n "${NETNS_OF[$addr]}" link set "lha${k}n" up &&
+            ip -n "${NETNS_OF[$addr]}" link set lo up || return 1
+    done
+}
+net_teardown() {
+    local addr k
+    for addr in "${!NETNS_OF[@]}"; do
+        k=${addr##*.}
+        # Whatever still runs there: deleting a namespace ends no process.
+        ip netns pids "${NETNS_OF[$addr]}" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+        ip netns del "${NETNS_OF[$addr]}" 2>/dev/null
+        ip link del "lha${k}h" 2>/dev/null
+    done
+    ip link del lha-br 2>/dev/null
+}
+# cut_off NODE ADDRESS...: NODE drops every packet from each ADDRESS, and
+# each of them every packet from NODE: silence both ways, never a reset.
+cut_off() {
+    local node=$1 addr
+    shift
+    for addr in "$@"; do
+        ip netns exec "lha-$node" iptables -A INPUT -s "$addr" -j DROP &&
+            ip netns exec "${NETNS_OF[$addr]}" iptables -A INPUT -s "${NODE_ADDR[$node]}" -j DROP || return 1
+    done
+}
+# partition NODE FAULT: cuts NODE off from etcd (part-etcd), from the other
+# nodes (part-replicas), or from etcd, the other nodes and the clients
+# (part-all). The test's own link (from the bridge's address) stays up.
+partition() {
+    local node=$1 peers=() other
+    case $2 in part-etcd | part-all) peers+=("$ETCD_ADDR") ;; esac
+    case $2 in part-replicas | part-all)
+        for other in "${NODES[@]}"; do [ "$other" = "$node" ] || peers+=("${NODE_ADDR[$other]}"); done ;;
+    esac
+    [ "$2" = part-all ] && peers+=("$CLIENT_ADDR")
+    cut_off "$node" "${peers[@]}"
+}
+# heal_cuts: every namespace accepts everything again.
+heal_cuts() {
+    local ns
+    for ns in "${NETNS_OF[@]}"; do ip netns exec "$ns" iptables -F INPUT; done
+}
 
 # ---- every process is stopped on exit, whatever the reason ----
 cleanup() {
@@ -157,6 +285,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
     done
     wait 2>/dev/null
+    [ "$PARTITIONS" = 1 ] && net_teardown
     if [ -n "${HA_KEEP:-}" ]; then echo "# kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -179,7 +308,7 @@ node_sql() {
     local node=$1
     shift
     PGOPTIONS='-c statement_timeout=60s' psql -X -q -A -t -v ON_ERROR_STOP=1 \
-        "host=127.0.0.1 port=${PG_PORT[$node]} user=postgres dbname=postgres connect_timeout=3" "$@"
+        "host=${NODE_ADDR[$node]} port=${PG_PORT[$node]} user=postgres dbname=postgres connect_timeout=3" "$@"
 }
 # rw_sql [psql options...]: psql on whichever node is the primary.
 rw_sql() { PGOPTIONS='-c statement_timeout=60s' psql -X -q -A -t -v ON_ERROR_STOP=1 "$RW connect_timeout=3" "$@"; }
@@ -188,23 +317,23 @@ node_true() { [ "$(node_sql "$1" -c "$2" 2>/dev/null)" = t ]; }
 # ---- etcd ----
 start_etcd() {
     local i cluster=
-    for i in 0 1 2; do cluster+="${cluster:+,}etcd$((i + 1))=http://127.0.0.1:${ETCD_PEER[$i]}"; done
+    for i in 0 1 2; do cluster+="${cluster:+,}etcd$((i + 1))=http://$ETCD_ADDR:${ETCD_PEER[$i]}"; done
     for i in 0 1 2; do
         local dir=$WORK/etcd$((i + 1))
         mkdir -p "$dir"
         [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
-        "${DAEMON_AS[@]}" etcd --name "etcd$((i + 1))" --data-dir "$dir/data" \
-            --listen-client-urls "http://127.0.0.1:${ETCD_CLIENT[$i]}" \
-            --advertise-client-urls "http://127.0.0.1:${ETCD_CLIENT[$i]}" \
-            --listen-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
-            --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
+        "${IN_ETCD[@]}" "${DAEMON_AS[@]}" etcd --name "etcd$((i + 1))" --data-dir "$dir/data" \
+            --listen-client-urls "http://$ETCD_ADDR:${ETCD_CLIENT[$i]}" \
+            --advertise-client-urls "http://$ETCD_ADDR:${ETCD_CLIENT[$i]}" \
+            --listen-peer-urls "http://$ETCD_ADDR:${ETCD_PEER[$i]}" \
+            --initial-advertise-peer-urls "http://$ETCD_ADDR:${ETCD_PEER[$i]}" \
             --initial-cluster "$cluster" --initial-cluster-state new \
             --initial-cluster-token "lease-ha-$$" >"$dir/etcd.log" 2>&1 &
         PID[etcd$((i + 1))]=$!
     done
     wait_until 60 etcd_healthy
 }
-ETCD_ENDPOINTS=127.0.0.1:${ETCD_CLIENT[0]},127.0.0.1:${ETCD_CLIENT[1]},127.0.0.1:${ETCD_CLIENT[2]}
+ETCD_ENDPOINTS=$ETCD_ADDR:${ETCD_CLIENT[0]},$ETCD_ADDR:${ETCD_CLIENT[1]},$ETCD_ADDR:${ETCD_CLIENT[2]}
 etcd_healthy() { ETCDCTL_API=3 etcdctl --endpoints="$ETCD_ENDPOINTS" --command-timeout=2s endpoint health >/dev/null 2>&1; }
 
 # ---- Patroni ----
@@ -213,7 +342,14 @@ CTL_CONFIG=$WORK/patronictl.yml
 ctl() { timeout 60 patronictl -c "$CTL_CONFIG" "$@"; }
 
 write_patroni_config() {
-    local node=$1 dir=$WORK/$1 relay=${ETCD_RELAY[$1]}
+    local node=$1 dir=$WORK/$1 relay=${ETCD_RELAY[$1]} addr=${NODE_ADDR[$1]}
+    # By default through the relays; in namespaces, straight to etcd and
+    # to the node's own address.
+    local etcd_hosts="127.0.0.1:$relay,127.0.0.1:$((relay + 1)),127.0.0.1:$((relay + 2))" use_proxies=true
+    local replicate_from=127.0.0.1:${REPL_RELAY[$node]}
+    if [ "$PARTITIONS" = 1 ]; then
+        etcd_hosts=$ETCD_ENDPOINTS use_proxies=false replicate_from=$addr:${PG_PORT[$node]}
+    fi
     cat >"$dir/patroni.yml" <<EOF
 scope: lease-ha
 namespace: /lease-ha/
@@ -221,11 +357,11 @@ name: $node
 log:
   level: INFO
 restapi:
-  listen: 127.0.0.1:${REST_PORT[$node]}
-  connect_address: 127.0.0.1:${REST_PORT[$node]}
+  listen: $addr:${REST_PORT[$node]}
+  connect_address: $addr:${REST_PORT[$node]}
 etcd3:
-  hosts: 127.0.0.1:$relay,127.0.0.1:$((relay + 1)),127.0.0.1:$((relay + 2))
-  use_proxies: true
+  hosts: $etcd_hosts
+  use_proxies: $use_proxies
 bootstrap:
   dcs:
     ttl: $PATRONI_TTL
@@ -250,8 +386,8 @@ bootstrap:
   - encoding: UTF8
   - no-locale
 postgresql:
-  listen: 127.0.0.1:${PG_PORT[$node]}
-  connect_address: 127.0.0.1:${REPL_RELAY[$node]}
+  listen: $addr:${PG_PORT[$node]}
+  connect_address: $replicate_from
   data_dir: $dir/data
   bin_dir: $PGBIN
   pgpass: $dir/pgpass
@@ -267,14 +403,15 @@ postgresql:
     log_line_prefix: '%m [%p] %b '
   pg_hba:
   - local all all trust
-  - host all all 127.0.0.1/32 trust
-  - host replication all 127.0.0.1/32 trust
+  - host all all $HBA_NET trust
+  - host replication all $HBA_NET trust
 EOF
 }
 
 start_patroni() {
     local node=$1
-    "${DAEMON_AS[@]}" patroni "$WORK/$node/patroni.yml" >>"$WORK/$node/patroni.log" 2>&1 &
+    # shellcheck disable=SC2086 # "ip netns exec NAMESPACE", or nothing
+    ${IN_NODE[$node]} "${DAEMON_AS[@]}" patroni "$WORK/$node/patroni.yml" >>"$WORK/$node/patroni.log" 2>&1 &
     PID[patroni_$node]=$!
 }
 
@@ -291,6 +428,10 @@ EOF
         chmod 700 "$WORK/$node"
         write_patroni_config "$node"
         [ "$(id -u)" -eq 0 ] && chown -R postgres "$WORK/$node"
+        if [ "$PARTITIONS" = 1 ]; then
+            start_patroni "$node"
+            continue
+        fi
         "$PYTHON" test/ha/netproxy.py "${REPL_RELAY[$node]}:${PG_PORT[$node]}" >"$WORK/$node/repl-relay.log" 2>&1 &
         PID[repl_relay_$node]=$!
         local relay=${ETCD_RELAY[$node]}
@@ -412,7 +553,7 @@ WRITE_COLUMNS="client text, seq bigint, lease text, token bigint, port int, rece
 # ---- the workload ----
 start_client() {
     local dir=$1 scenario=$2
-    test/ha/ha_client --conninfo "$RW" --scenario "$scenario" --log-dir "$dir" >"$dir/client.out" 2>&1 &
+    "${IN_CLIENTS[@]}" test/ha/ha_client --conninfo "$RW" --scenario "$scenario" --log-dir "$dir" >"$dir/client.out" 2>&1 &
     PID[client]=$!
 }
 
@@ -436,7 +577,7 @@ while :; do
     sleep 0.3
 done
 EOF
-    "$PGBIN/pg_lease" run "ha:cli" --ttl "${CLI_TTL}s" --wait 30s -d "$RW" --owner "cli@$scenario" \
+    "${IN_CLIENTS[@]}" "$PGBIN/pg_lease" run "ha:cli" --ttl "${CLI_TTL}s" --wait 30s -d "$RW" --owner "cli@$scenario" \
         -- sh "$dir/cli-command.sh" >"$dir/cli.out" 2>"$dir/cli.err" &
     PID[cli]=$!
 }
@@ -481,8 +622,103 @@ replication_cut() {
     wait_until 30 node_true "$node" "SELECT count(*) = 0 FROM pg_stat_replication"
 }
 
+# ---- partitions (--partitions) ----
+# A primary cut off from etcd demotes itself once it cannot refresh its
+# leader key; the test polls it over its own link (never cut) while it
+# waits for the new primary: PRIMARY_SEEN is when the old primary last
+# answered as a primary, DEMOTED_SEEN when it first answered as a standby,
+# or refused connections while Patroni restarted it as one. (A poll that
+# timed out proves neither.)
+PRIMARY_SEEN='' DEMOTED_SEEN=''
+declare -A FIRST_GRANT_MS   # fault -> " ms ms ...": from the fault to the first grant, per round
+demotion_poll() {
+    [ -z "$DEMOTED_SEEN" ] || return 0
+    local answer
+    answer=$(node_sql "$1" -c "SELECT pg_is_in_recovery()" 2>&1)
+    case $answer in
+        f) PRIMARY_SEEN=$(now_ms) ;;
+        t | *"Connection refused"* | *"shutting down"* | *"starting up"* | *"not yet accepting"*) DEMOTED_SEEN=$(now_ms) ;;
+    esac
+}
+demoted_seen() { demotion_poll "$1"; [ -n "$DEMOTED_SEEN" ]; }
+# new_primary_granted DIR OLD_TIMELINE OLD FAULT: a grant on a later
+# timeline; polls the old primary meanwhile if FAULT cut it off from etcd.
+new_primary_granted() {
+    case $4 in part-etcd | part-all) demotion_poll "$3" ;; esac
+    has_grant_after "$1" "$2"
+}
+# grant_sent_after DIR MS: the first grant (by receipt) sent after MS, as
+# "received_ms|port|timeline".
+grant_sent_after() {
+    awk -F'|' -v t="$2" '$7 + 0 > t + 0 { print $8 "|" $5 "|" $6 }' "$1/grants.csv" 2>/dev/null | sort -n | head -n 1
+}
+
+# save_rows DIR SCENARIO NODE FILE: the rows NODE accepted into the ledger
+# as a primary (whether or not they ever reached another node), each with
+# the time its token was granted there, in DIR/FILE:
+# worker|seq|lease|token|fence_started_ms|lease_expires_ms|acquired_ms.
+# Read before a partition is healed, when a rewind could still remove them.
+save_rows() {
+    node_sql "$3" -F'|' -c "
+        SELECT l.worker, l.seq, l.lease_name, l.fence_token,
+               (extract(epoch FROM l.fence_started) * 1000)::bigint,
+               (extract(epoch FROM l.lease_expires) * 1000)::bigint,
+               (SELECT (extract(epoch FROM max(h.at)) * 1000)::bigint FROM lease.history AS h
+                 WHERE h.name = l.lease_name AND h.token = l.fence_token AND h.event = 'acquired')
+          FROM ha_ledger AS l WHERE l.scenario = '$2' AND l.server_port = ${PG_PORT[$3]}" >"$1/$4"
+}
+
+# overlap_check NAME DIR OLD NEW DEMOTED_MS: no two primaries both accepted
+# fenced writes for one lease name under grants whose validity overlapped.
+# The old primary's side: the rows it accepted and acknowledged to their
+# client (old-rows.csv and writes.csv); the new primary's (NEW, the leader
+# Patroni elected during the partition): the rows it accepted
+# (new-rows.csv); both read before the heal. A grant is valid from its
+# "acquired" event in lease.history (on the primary that made it) to the
+# latest expiry its writes saw, and on the old primary only as long as that
+# was a primary (DEMOTED_MS, when it was first seen demoted; empty if it
+# never was): a holder that re-acquires its own lease on the new primary
+# supersedes a grant that would have lasted longer. One grant used on both
+# primaries (a holder that heartbeat through the failover) is one grant,
+# not two. Overlapping: the two validities overlap, or the old primary
+# accepted a write under its grant after the new one's was made, or the new
+# grant's token is not the larger.
+overlap_check() {
+    local name=$1 dir=$2 old=$3 new=$4 demoted=${5:-NULL} out
+    if [ "$new" = none ] || [ "$new" = "$old" ]; then
+        report 1 "$name: another primary than $old, elected during the partition, to compare its grants with" "leader: $new"
+        return
+    fi
+    out=$(rw_sql -F'|' <<EOF 2>&1
+CREATE TEMP TABLE old_rows (worker text, seq bigint, lease text, token bigint, started_ms bigint, expires_ms bigint, acquired_ms bigint);
+\copy old_rows FROM '$dir/old-rows.csv' WITH (FORMAT csv, DELIMITER '|')
+CREATE TEMP TABLE acked (client text, seq bigint, lease text, token bigint, port int, received_ms bigint, zombie int);
+\copy acked FROM '$dir/writes.csv' WITH (FORMAT csv, DELIMITER '|')
+CREATE TEMP TABLE new_rows (LIKE old_rows);
+\copy new_rows FROM '$dir/new-rows.csv' WITH (FORMAT csv, DELIMITER '|')
+WITH o AS (SELECT r.lease, r.token, min(r.acquired_ms) AS a, max(r.expires_ms) AS e, max(r.started_ms) AS last_write
+             FROM old_rows AS r JOIN acked AS k ON k.client = r.worker AND k.seq = r.seq AND k.port = ${PG_PORT[$old]}
+            GROUP BY r.lease, r.token),
+     n AS (SELECT lease, token, min(acquired_ms) AS a, max(expires_ms) AS e FROM new_rows GROUP BY lease, token),
+     pairs AS (SELECT o.*, n.a AS n_a, n.e AS n_e, n.token AS n_token
+                 FROM o JOIN n ON n.lease = o.lease AND n.token <> o.token)
+SELECT (SELECT count(DISTINCT lease) FROM o), (SELECT count(DISTINCT lease) FROM n), count(*),
+       count(*) FILTER (WHERE n_a IS NULL OR a IS NULL OR (n_a < least(e, $demoted) AND a < n_e)
+                           OR last_write >= n_a OR n_token < token),
+       min(n_a - least(e, $demoted)), min(n_a - last_write)
+  FROM pairs;
+EOF
+)
+    local old_names new_names pairs overlapping margin write_margin
+    IFS='|' read -r old_names new_names pairs overlapping margin write_margin <<<"$out"
+    check "$name: no two primaries both accepted fenced writes under overlapping grants: $pairs pairs of grants of one name used on $old ($old_names names) and on $new ($new_names names), $overlapping overlapping or out of token order" \
+        "$out" [ "$overlapping" = 0 -a "${pairs:-0}" -gt 0 ]
+    figure "$name: per lease name, the new primary's grant came at least $(seconds_between 0 "${margin:-0}") s after the end of the old primary's grant, $(seconds_between 0 "${write_margin:-0}") s after the old primary's last write under it"
+}
+
 # ======================================================================
-# One scenario: MODE (sync|async) and FAULT; EXPECT is failover or in-place.
+# One scenario: MODE (sync|async) and FAULT; EXPECT is failover, in-place,
+# or none (the primary stays where it is).
 # ======================================================================
 scenario() {
     local mode=$1 fault=$2 expect=$3 settings=${4:-}
@@ -490,6 +726,7 @@ scenario() {
     case $settings in
         defaults) name+=" (Patroni's defaults)" ;;
         defaults-pst0) name+=" (Patroni's defaults, primary_start_timeout 0)" ;;
+        round*) name+=" (round ${settings#round})" ;;
     esac
     local dir=$WORK/$id
     mkdir -p "$dir"
@@ -541,6 +778,14 @@ scenario() {
             t_fault=$(now_ms)
             kill -USR1 "${PID[etcd_relay_$old]}"
             ;;
+        part-etcd | part-replicas | part-all)
+            PRIMARY_SEEN='' DEMOTED_SEEN=''
+            partition "$old" "$fault" || report 1 "$name: $old cut off with iptables in the namespaces"
+            # The fault is the complete cut: its rules go in one at a time,
+            # 2 to 8 iptables runs, and under load a grant can still commit
+            # between the first and the last.
+            t_fault=$(now_ms)
+            ;;
         diverge | lagging)
             t_cut=$(now_ms)
             replication_cut "$old"
@@ -563,12 +808,26 @@ scenario() {
     # place, and the old postmaster's backends may serve a few more calls
     # after it was killed, until they notice.
     local first
-    wait_until 120 has_grant_after "$dir" "$old_tl"
-    first=$(grant_after "$dir" "$old_tl")
+    if [ "$expect" = none ]; then
+        # No failover is expected: wait as long as one would take (the
+        # leader key lives ttl after its last refresh, then a standby
+        # promotes within loop_wait, with a margin); the first grant is then
+        # the first one sent after the fault.
+        sleep $((PATRONI_TTL + 3 * PATRONI_LOOP_WAIT + 2))
+        first=$(grant_sent_after "$dir" "$t_fault")
+    else
+        wait_until 120 new_primary_granted "$dir" "$old_tl" "$old" "$fault"
+        first=$(grant_after "$dir" "$old_tl")
+    fi
     local t_first=${first%%|*} new_port new_tl
     new_port=$(cut -d'|' -f2 <<<"$first")
     new_tl=$(cut -d'|' -f3 <<<"$first")
-    if [ -z "$first" ]; then
+    [ -n "$first" ] && FIRST_GRANT_MS[$fault]+=" $((t_first - t_fault))"
+    if [ -z "$first" ] && [ "$expect" = none ]; then
+        report 1 "$name: a grant after the fault" "$(members; tail -n 20 "$dir/events.log")"
+    elif [ "$expect" = none ]; then
+        figure "$name: fault -> first grant sent after it, received from $old (port $new_port, timeline $new_tl): $(seconds_between "$t_fault" "$t_first") s"
+    elif [ -z "$first" ]; then
         report 1 "$name: a grant on the new primary within 120 s of the fault" "$(members; tail -n 20 "$WORK/$old/patroni.log")"
     else
         t_connect=$(awk -F'|' -v t="$t_fault" -v p="$new_port" '$1 + 0 > t + 0 && $3 ~ ("connected to port " p "$") { print $1 }' \
@@ -581,29 +840,46 @@ scenario() {
 
     # Let the workload run on the new primary, and pg_lease heartbeat there;
     # the old primary may meanwhile come back by itself.
-    local t_healthy='' t_heal='' watch_until=$((SECONDS + 7))
+    local t_healthy='' t_heal='' watch_until=$((SECONDS + 7)) partition_new=
     while [ $SECONDS -lt $watch_until ]; do
         case $fault in kill9 | switchover) ;; *) break ;; esac
         if [ -z "$t_healthy" ] && healthy "$mode"; then t_healthy=$(now_ms); fi
         sleep 0.5
     done
     while [ $SECONDS -lt $watch_until ]; do sleep 0.2; done
-    local t_write
-    t_write=$(awk -F'|' -v t="${t_connect:-$t_fault}" -v p="$new_port" '$6 + 0 > t + 0 && $5 == p { print $6 }' "$dir/writes.csv" | sort -n | head -n 1)
-    figure "$name: fault -> first acknowledged write on the new primary: $(seconds_between "$t_fault" "${t_write:-0}") s"
+    # (Without a failover, the writes in flight at the fault count: the
+    # pause is measured below instead.)
+    if [ "$expect" != none ]; then
+        local t_write
+        t_write=$(awk -F'|' -v t="${t_connect:-$t_fault}" -v p="$new_port" '$6 + 0 > t + 0 && $5 == p { print $6 }' "$dir/writes.csv" | sort -n | head -n 1)
+        figure "$name: fault -> first acknowledged write on the new primary: $(seconds_between "$t_fault" "${t_write:-0}") s"
+    fi
+
+    case $fault in
+        part-etcd | part-all)
+            wait_until 30 demoted_seen "$old"
+            partition_new=$(leader)
+            save_rows "$dir" "$id" "$old" old-rows.csv
+            if [ -n "$partition_new" ]; then save_rows "$dir" "$id" "$partition_new" new-rows.csv; else : >"$dir/new-rows.csv"; fi
+            ;;
+        part-replicas)
+            figure "$name: while $old was cut off from the standbys, acknowledged writes paused for at most $(seconds_between 0 "$(longest_pause "$dir" "$t_fault" "$(now_ms)")") s"
+            ;;
+    esac
 
     # ---- heal ----
     case $fault in
         stop | crash) start_patroni "$old" ;;
         etcd-cut) kill -USR2 "${PID[etcd_relay_$old]}" ;;
         diverge | lagging) kill -USR2 "${PID[repl_relay_$old]}" ;;
+        part-*) heal_cuts ;;
     esac
-    case $fault in stop | crash | etcd-cut | diverge | lagging) t_heal=$(now_ms) ;; esac
+    case $fault in stop | crash | etcd-cut | diverge | lagging | part-*) t_heal=$(now_ms) ;; esac
     local new
     if [ -n "$t_healthy" ] || wait_until 240 healthy "$mode"; then
         [ -n "$t_healthy" ] || t_healthy=$(now_ms)
         new=$(leader)
-        if [ "$expect" = in-place ]; then
+        if [ "$expect" != failover ]; then
             report 0 "$name: the cluster is healthy again: $new primary on timeline $(timeline_of_leader), both standbys streaming"
         else
             report 0 "$name: the old primary $old is back as a replica of $new on timeline $(timeline_of_leader)"
@@ -625,6 +901,9 @@ scenario() {
         if [ "$mode" = sync ]; then
             check "$name: the new primary $new was the synchronous standby at the fault ($standby)" "" [ "$new" = "$standby" ]
         fi
+    elif [ "$expect" = none ]; then
+        check "$name: no failover: $old stayed the primary on timeline $old_tl, its grants went on there" "$(members; grep -E 'promot|demot' "$WORK"/node*/patroni.log | tail -n 10)" \
+            [ "$new" = "$old" -a "$new_port" = "${PG_PORT[$old]}" -a "$new_tl" = "$old_tl" -a "$(timeline_of_leader)" = "$old_tl" -a -z "$(grant_after "$dir" "$old_tl")" ]
     else
         check "$name: no failover: $old was restarted in place (and promoted: timeline $old_tl -> ${new_tl:-?})" "$(members; tail -n 30 "$WORK/$old/patroni.log")" \
             [ "$new" = "$old" -a "$new_port" = "${PG_PORT[$old]}" ]
@@ -637,6 +916,11 @@ scenario() {
         first_new=$(awk -F'|' -v tl="$old_tl" '$6 + 0 > tl + 0 { print $7 }' "$dir/grants.csv" | sort -n | head -n 1)
         check "$name: no two primaries at once: $old acknowledged its last write $(seconds_between "$t_fault" "${last_old:-0}") s after the fault, $(seconds_between "${last_old:-0}" "${first_new:-0}") s before the first grant was sent to $new" \
             "" [ "${last_old:-0}" -lt "${first_new:-0}" ]
+        case $fault in part-etcd | part-all)
+            check "$name: cut off from etcd, $old stopped being a primary by itself: last seen as one $(seconds_between "$t_fault" "${PRIMARY_SEEN:-0}") s after the fault, demoted by $(seconds_between "$t_fault" "${DEMOTED_SEEN:-0}") s, $(seconds_between "${PRIMARY_SEEN:-0}" "${first_new:-0}") s before the first grant was sent to $new" \
+                "" [ -n "$DEMOTED_SEEN" -a -n "$PRIMARY_SEEN" -a "${PRIMARY_SEEN:-0}" -lt "${first_new:-0}" ]
+            ;;
+        esac
     fi
     if [ "$fault" = diverge ] && [ "$expect" = failover ]; then
         local rewind
@@ -703,6 +987,7 @@ scenario() {
         "exit $STOPPED_RC; $(cat "$dir/client.out"; grep '|unexpected error' "$dir/events.log" | head -n 5)" \
         [ "$STOPPED_RC" = 0 -a "$unexpected" = 0 ]
     cat "$dir/cli.writes" >>"$dir/writes.csv" 2>/dev/null
+    case $fault in part-etcd | part-all) overlap_check "$name" "$dir" "$old" "${partition_new:-none}" "$DEMOTED_SEEN" ;; esac
 
     # ---- no stale write accepted ----
     local stale
@@ -819,6 +1104,18 @@ tokens_check() {
     fi
 }
 
+# partition_summary: per partition, the time from the cut to the first
+# grant on the (new) primary over the rounds: median (nearest rank) and
+# maximum.
+partition_summary() {
+    local fault values
+    for fault in part-etcd part-replicas part-all; do
+        values=$(tr ' ' '\n' <<<"${FIRST_GRANT_MS[$fault]:-}" | grep . | sort -n)
+        [ -n "$values" ] || continue
+        figure "$fault: cut -> first grant over $(wc -l <<<"$values") round(s): p50 $(awk '{ v[NR] = $1 } END { printf "%.1f", v[int(0.5 * NR + 0.999999)] / 1000 }' <<<"$values") s, max $(awk '{ m = $1 } END { printf "%.1f", m / 1000 }' <<<"$values") s (each: $(awk '{ printf "%s%.1f", (NR > 1 ? " " : ""), $1 / 1000 }' <<<"$values") s)"
+    done
+}
+
 # port_in_use PORT: something listens on 127.0.0.1:PORT.
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -832,6 +1129,15 @@ if [ -n "$busy" ]; then
     report 1 "the ports $BASE..$((BASE + 28)) are free" "in use:$busy (another run of this suite? set LEASE_HA_PORT)"
     report_summary ha
     exit
+fi
+if [ "$PARTITIONS" = 1 ]; then
+    net_teardown   # what an interrupted run may have left
+    if ! net_setup; then
+        report 1 "namespaces lha-etcd, lha-clients, lha-node1..3 on the bridge lha-br ($NET.0/24)"
+        report_summary ha
+        exit
+    fi
+    report 0 "namespaces lha-etcd ($ETCD_ADDR), lha-clients ($CLIENT_ADDR), lha-node1..3 (${NODE_ADDR[*]}) on the bridge lha-br ($CONTROL_ADDR)"
 fi
 if ! start_etcd; then
     report 1 "3 etcd members start" "$(tail -n 20 "$WORK"/etcd*/etcd.log)"
@@ -850,7 +1156,22 @@ else
 fi
 figure "cluster up after $((SECONDS - start_seconds)) s (including the build)"
 
-scenario sync kill9 failover
+if [ "$PARTITIONS" = 1 ]; then
+    for round in $(seq 1 "${HA_PARTITION_ROUNDS:-1}"); do
+        for fault in ${HA_PARTITIONS:-part-etcd part-replicas part-all}; do
+            case $fault in
+                part-etcd | part-all) scenario sync "$fault" failover "round$round" ;;
+                # The primary keeps its leader key: no failover; the
+                # synchronous standby is dropped after wal_sender_timeout.
+                part-replicas) scenario sync part-replicas none "round$round" ;;
+                *) report 1 "unknown partition $fault in HA_PARTITIONS" ;;
+            esac
+        done
+    done
+    partition_summary
+else
+    scenario sync kill9 failover
+fi
 if [ "$FULL" = 1 ]; then
     scenario sync crash failover
     scenario sync stop failover
