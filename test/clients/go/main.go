@@ -610,6 +610,8 @@ func main() {
 		{"values", testValues},
 		{"session primitives", testSessionPrimitives},
 		{"primitives bad input", testPrimitivesBadInput},
+		{"watch since", testWatchSince},
+		{"watch bad input", testWatchBadInput},
 		{"zombie", testZombie},
 		{"outage", testOutage},
 	}
