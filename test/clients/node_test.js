@@ -672,9 +672,86 @@ async function testPrimitivesBadInput() {
   }
 }
 
+// watch (the partition is run.sh's, with the README's example): where it
+// starts, and bad input.
+async function watchEvents(base, n) {
+  for (let i = 1; i <= n; i++) await admin("SELECT lease.lease_acquire($1, 'watch-test', '1 hour')", [`${base}-${i}`]);
+}
+
+// "position token" of lease.history's rows matching where ($1) up to position last, in position order.
+async function historyRows(where, from, last) {
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    const result = await client.query(
+      `SELECT xid || '/' || ordinal || ' ' || coalesce(token::text, '-') AS row FROM lease.history WHERE ${where}
+          AND (xid, ordinal) <= (split_part($2, '/', 1)::xid8, split_part($2, '/', 2)::int8) ORDER BY xid, ordinal`,
+      [from, last],
+    );
+    return result.rows.map((r) => r.row);
+  } finally {
+    await client.end();
+  }
+}
+
+// Watches until the event of name last (made by before() once the first
+// event came): "position token" of each, whether each was replayed, the last position.
+async function watchUntil(options, before, last) {
+  const rows = [];
+  const replayed = [];
+  const timer = setTimeout(() => {
+    report(false, `watch: ${last} came within 20 s`, rows);
+    process.exit(1);
+  }, 20000);
+  for await (const event of pglease.watch(CONN, options)) {
+    if (rows.length === 0) await before();
+    rows.push(`${event.position} ${event.token ?? '-'}`);
+    replayed.push(event.replayed);
+    if (event.name === last) break;
+  }
+  clearTimeout(timer);
+  return { rows, replayed, last: rows[rows.length - 1].split(' ')[0] };
+}
+
+async function testWatchSince() {
+  const base = `${PREFIX}watch-since`;
+  await watchEvents(base, 5);
+  const since = (await admin("SELECT xid || '/' || ordinal AS p FROM lease.history WHERE name = $1", [`${base}-2`])).p;
+  let end = `${base}-end`;
+  let got = await watchUntil({ since }, () => watchEvents(end, 1), `${end}-1`);
+  let want = await historyRows("(xid, ordinal) > (split_part($1, '/', 1)::xid8, split_part($1, '/', 2)::int8)", since, got.last);
+  report(
+    got.rows.length >= 4 && got.rows.join() === want.join() && got.replayed[0] && !got.replayed[got.replayed.length - 1],
+    'watch: since a position replays every event after it (replayed), then goes on live, each once, in order; BigInt tokens exact, live and replayed',
+    { got, want },
+  );
+  // A Date holds milliseconds: the history rows from the same Date on.
+  const at = (await admin('SELECT at FROM lease.history WHERE name = $1', [`${base}-3`])).at;
+  end = `${base}-time-end`;
+  got = await watchUntil({ since: at }, () => watchEvents(end, 1), `${end}-1`);
+  want = await historyRows('at >= $1', at, got.last);
+  report(got.rows.length >= 4 && got.rows.join() === want.join(), 'watch: since a Date replays the events recorded from then on, in position order, then goes on live', {
+    got,
+    want,
+  });
+}
+
+async function testWatchBadInput() {
+  for (const bad of ['garbage', '12/', '/3', '1/2/3', '-1/2', '1/-2', '03:00', '', '1/9223372036854775808', 42, new Date('nonsense')]) {
+    let got;
+    try {
+      pglease.watch('host=/nonexistent dbname=x', { since: bad });
+      got = 'accepted';
+    } catch (err) {
+      got = `${err.name}: ${err.message}`;
+    }
+    report(got === "TypeError: pglease: since must be a position XID/N (an event's position) or a Date", `watch: since ${bad instanceof Date ? "an invalid Date" : JSON.stringify(bad)} throws a TypeError at once`, got);
+  }
+}
+
 async function main() {
   const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked,
-    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testZombie, testOutage];
+    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testWatchSince, testWatchBadInput, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();
