@@ -485,6 +485,9 @@ node_tests() {
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example node-pgbouncer node "$app/primitives-example.js"
     fi
+    extract_example clients/node/README.md js 4 >"$app/watch-example.js"
+    watch_partition node HUP node "$app/watch-example.js"
+    watch_partition node USR2 node "$app/watch-example.js"
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
 }
@@ -501,10 +504,11 @@ java_tests() {
     extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
     extract_example clients/java/README.md java 2 >"$WORK/java/example/SessionExample.java"
     extract_example clients/java/README.md java 3 >"$WORK/java/example/PrimitivesExample.java"
+    extract_example clients/java/README.md java 4 >"$WORK/java/example/WatchExample.java"
     if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
             javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/*.java &&
             javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java" \
-                "$WORK/java/example/PrimitivesExample.java"; } >"$WORK/javac.log" 2>&1; then
+                "$WORK/java/example/PrimitivesExample.java" "$WORK/java/example/WatchExample.java"; } >"$WORK/javac.log" 2>&1; then
         report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
         return
     fi
@@ -515,6 +519,8 @@ java_tests() {
     DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
     DATABASE_URL=$keywords run_primitives_example java java -cp "$WORK/java/example:$jar:$jdbc" PrimitivesExample
+    watch_partition java HUP java -cp "$WORK/java/example:$jar:$jdbc" WatchExample
+    watch_partition java USR2 java -cp "$WORK/java/example:$jar:$jdbc" WatchExample
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
         run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
