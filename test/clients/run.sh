@@ -13,6 +13,9 @@
 # 1.3 primitives: semaphore permits (cap, queue, a revoked permit fenced),
 # shared holders beside a waiting exclusive, all-or-none tokens fenced per name,
 # set_value and leader, and their session forms; each README's examples too.
+# Go, Node and Java: the README's watch example partitioned behind a proxy
+# (watch_partition, below; LEASE_CLIENTS_WATCH_CUT), and watch's since (a
+# position, a time) and bad since.
 #
 # Installs the Debian packages it needs, and each helper as its README's
 # install steps say, outside the checkout. Expects the extension installed (the
