@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgconn"
@@ -78,13 +79,31 @@ type WatchOptions struct {
 	ReconnectInterval time.Duration
 }
 
-// Watch sends every lease event on the returned channel, in the order of their
-// positions in lease.history, each once, until ctx is done (then it closes
-// the channel). A lost or silent connection is replaced, and what happened
-// meanwhile is replayed from lease.history; each loss is logged (package log).
-// Needs lease 1.4 and lease.record_history (events without a position come as
-// they arrive). A malformed Since is an error before anything connects.
-func Watch(ctx context.Context, config *pgx.ConnConfig, opts WatchOptions) (<-chan Event, error) {
+// Watcher is a running Watch.
+type Watcher struct {
+	events chan Event
+	err    error
+}
+
+// Events delivers every lease event, in the order of their positions in
+// lease.history, each once. It is closed when the watch ends: Err says why.
+func (w *Watcher) Events() <-chan Event {
+	return w.events
+}
+
+// Err is, once Events is closed, why the watch ended: ctx's error, or an
+// error of the server that connecting again would not mend (a lease older
+// than 1.4, say).
+func (w *Watcher) Err() error {
+	return w.err
+}
+
+// Watch watches lease events until ctx is done. A lost or silent connection
+// is replaced, and what happened meanwhile is replayed from lease.history;
+// each loss is logged (package log). Needs lease 1.4 and
+// lease.record_history (events without a position come as they arrive). A
+// malformed Since is an error before anything connects.
+func Watch(ctx context.Context, config *pgx.ConnConfig, opts WatchOptions) (*Watcher, error) {
 	if ctx == nil {
 		return nil, errNoContext
 	}
@@ -114,10 +133,13 @@ func Watch(ctx context.Context, config *pgx.ConnConfig, opts WatchOptions) (<-ch
 	w.config = config.Copy()
 	w.config.PreferSimpleProtocol = true
 	withUserTimeout(w.config)
-	events := make(chan Event)
-	w.out = events
-	go w.run(ctx)
-	return events, nil
+	watcher := &Watcher{events: make(chan Event)}
+	w.out = watcher.events
+	go func() {
+		watcher.err = w.run(ctx)
+		close(watcher.events)
+	}()
+	return watcher, nil
 }
 
 // position is an event's place in lease.history: (xid, ordinal).
@@ -149,20 +171,35 @@ type watcher struct {
 	sinceTime *time.Time
 }
 
-func (w *watcher) run(ctx context.Context) {
-	defer close(w.out)
+// run watches until ctx is done or an error that a new connection would not
+// mend, and returns that error.
+func (w *watcher) run(ctx context.Context) error {
 	for {
 		err := w.watchConnection(ctx)
 		if ctx.Err() != nil {
-			return
+			return ctx.Err()
+		}
+		var pgErr *pgconn.PgError
+		var bad *badNotification
+		if errors.As(err, &bad) ||
+			(errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && !strings.HasPrefix(pgErr.Code, "08")) {
+			return err
 		}
 		log.Printf("pglease: watch: connection lost (%v); reconnecting", err)
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-time.After(w.retry):
 		}
 	}
+}
+
+// badNotification: a notification on the watched channels that is not what
+// lease sends.
+type badNotification struct{ payload string }
+
+func (e *badNotification) Error() string {
+	return fmt.Sprintf("pglease: watch: a notification that is no event: %q", e.payload)
 }
 
 // watchConnection watches on one connection until it breaks (or ctx is done).
@@ -250,7 +287,7 @@ func (w *watcher) watchConnection(ctx context.Context) error {
 				requested = false
 				xid, err := strconv.ParseUint(n.Payload, 10, 64)
 				if err != nil {
-					return fmt.Errorf("pglease: watch: a horizon that is no transaction ID: %q", n.Payload)
+					return &badNotification{n.Payload}
 				}
 				passed := position{xid, 0}
 				if err := w.send(ctx, pending, passed); err != nil {
@@ -312,7 +349,7 @@ func (w *watcher) received(ctx context.Context, n *pgconn.Notification, pend fun
 		Value    json.RawMessage `json:"value"`
 	}
 	if err := json.Unmarshal([]byte(n.Payload), &fields); err != nil {
-		return fmt.Errorf("pglease: watch: a notification that is no event: %w", err)
+		return &badNotification{n.Payload}
 	}
 	event := Event{Event: fields.Event, Name: deref(fields.Name), Token: deref(fields.Token), Owner: deref(fields.Owner),
 		Session: deref(fields.Session), Position: deref(fields.Position)}

@@ -612,6 +612,7 @@ func main() {
 		{"primitives bad input", testPrimitivesBadInput},
 		{"watch since", testWatchSince},
 		{"watch bad input", testWatchBadInput},
+		{"watch server error", testWatchServerError},
 		{"zombie", testZombie},
 		{"outage", testOutage},
 	}

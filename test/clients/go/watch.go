@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,14 +50,14 @@ func historyPositions(where string, from interface{}, last string) []string {
 func watchUntil(opts pglease.WatchOptions, before func(), last string) ([]string, []bool, string, error) {
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()
-	events, err := pglease.Watch(ctx, config(), opts)
+	watcher, err := pglease.Watch(ctx, config(), opts)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	var positions []string
 	var replayed []bool
 	first := true
-	for event := range events {
+	for event := range watcher.Events() {
 		if first {
 			// Live events from here on.
 			before()
@@ -70,7 +69,7 @@ func watchUntil(opts pglease.WatchOptions, before func(), last string) ([]string
 			return positions, replayed, event.Position, nil
 		}
 	}
-	return positions, replayed, "", errors.New("the watch ended before " + last)
+	return positions, replayed, "", fmt.Errorf("the watch ended before %s: %w", last, watcher.Err())
 }
 
 func testWatchSince() {
@@ -115,4 +114,27 @@ func testWatchBadInput() {
 	report(err != nil && err.Error() == "pglease: Since and SinceTime exclude each other", "watch: Since and SinceTime together are an error", err)
 	_, err = pglease.Watch(bg, nil, pglease.WatchOptions{})
 	report(err != nil && err.Error() == "pglease: no connection given", "watch: a nil config is an error", err)
+}
+
+// A server without lease 1.4's events_horizon: an error that connecting again
+// would not mend ends the watch, and Err says it.
+func testWatchServerError() {
+	conn := connect(adminURL)
+	defer conn.Close(bg)
+	if _, err := conn.Exec(bg, "CREATE DATABASE watch_no_lease"); err != nil {
+		panic(err)
+	}
+	defer conn.Exec(bg, "DROP DATABASE watch_no_lease") //nolint:errcheck
+	cfg := config()
+	cfg.Database = "watch_no_lease"
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	watcher, err := pglease.Watch(ctx, cfg, pglease.WatchOptions{})
+	if err != nil {
+		panic(err)
+	}
+	for range watcher.Events() {
+	}
+	report(ctx.Err() == nil && watcher.Err() != nil && strings.Contains(watcher.Err().Error(), "does not exist"),
+		"watch: an error of the server (no lease extension) ends the watch, and Err returns it", watcher.Err())
 }
