@@ -749,9 +749,33 @@ async function testWatchBadInput() {
   }
 }
 
+// A server without lease 1.4's events_horizon: an error that connecting again
+// would not mend is thrown from the loop.
+async function testWatchServerError() {
+  await admin('CREATE DATABASE watch_no_lease_node');
+  try {
+    const url = new URL(CONN);
+    url.pathname = '/watch_no_lease_node';
+    let got = 'no error';
+    const timer = setTimeout(() => {
+      report(false, 'watch: the server error came within 10 s');
+      process.exit(1);
+    }, 10000);
+    try {
+      for await (const event of pglease.watch(url.toString())) got = `an event: ${event.event}`;
+    } catch (err) {
+      got = err;
+    }
+    clearTimeout(timer);
+    report(got instanceof pg.DatabaseError && /does not exist/.test(got.message), 'watch: an error of the server (no lease extension) is thrown from the loop', String(got));
+  } finally {
+    await admin('DROP DATABASE watch_no_lease_node');
+  }
+}
+
 async function main() {
   const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked,
-    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testWatchSince, testWatchBadInput, testZombie, testOutage];
+    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testWatchSince, testWatchBadInput, testWatchServerError, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

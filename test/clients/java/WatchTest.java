@@ -92,4 +92,24 @@ final class WatchTest {
                     "watch: since \"" + bad + "\" throws IllegalArgumentException at once", got);
         }
     }
+
+    /** A server without lease 1.4's events_horizon: an error that connecting again would not mend is thrown from next(). */
+    static void testWatchServerError() throws Exception {
+        try (Connection c = ClientsTest.connect(); java.sql.Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE watch_no_lease_java");
+        }
+        try {
+            String got;
+            try (Watch watch = Watch.open(ClientsTest.URL.replace("/postgres?", "/watch_no_lease_java?"), new Watch.Options())) {
+                got = "an event: " + watch.next();
+            } catch (IllegalStateException e) {
+                got = e.getMessage();
+            }
+            ClientsTest.report(got.contains("does not exist"), "watch: an error of the server (no lease extension) is thrown from next() (IllegalStateException)", got);
+        } finally {
+            try (Connection c = ClientsTest.connect(); java.sql.Statement s = c.createStatement()) {
+                s.execute("DROP DATABASE watch_no_lease_java");
+            }
+        }
+    }
 }
