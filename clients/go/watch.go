@@ -110,7 +110,7 @@ func Watch(ctx context.Context, config *pgx.ConnConfig, opts WatchOptions) (*Wat
 	if config == nil {
 		return nil, errNoConnection
 	}
-	w := &watcher{retry: opts.ReconnectInterval}
+	w := &watchState{retry: opts.ReconnectInterval}
 	if opts.Since != "" {
 		if !opts.SinceTime.IsZero() {
 			return nil, errSinceTwice
@@ -162,7 +162,7 @@ func parsePosition(text string) (position, bool) {
 	return position{xid, ordinal}, err1 == nil && err2 == nil
 }
 
-type watcher struct {
+type watchState struct {
 	config *pgx.ConnConfig
 	retry  time.Duration
 	out    chan<- Event
@@ -173,7 +173,7 @@ type watcher struct {
 
 // run watches until ctx is done or an error that a new connection would not
 // mend, and returns that error.
-func (w *watcher) run(ctx context.Context) error {
+func (w *watchState) run(ctx context.Context) error {
 	for {
 		err := w.watchConnection(ctx)
 		if ctx.Err() != nil {
@@ -203,7 +203,7 @@ func (e *badNotification) Error() string {
 }
 
 // watchConnection watches on one connection until it breaks (or ctx is done).
-func (w *watcher) watchConnection(ctx context.Context) error {
+func (w *watchState) watchConnection(ctx context.Context) error {
 	connectCtx, cancel := context.WithTimeout(ctx, answerTimeout)
 	conn, err := pgx.ConnectConfig(connectCtx, w.config)
 	cancel()
@@ -317,7 +317,7 @@ func (w *watcher) watchConnection(ctx context.Context) error {
 }
 
 // send sends the pending events before passed, in position order.
-func (w *watcher) send(ctx context.Context, pending map[position]Event, passed position) error {
+func (w *watchState) send(ctx context.Context, pending map[position]Event, passed position) error {
 	keys := make([]position, 0, len(pending))
 	for key := range pending {
 		if key.less(passed) {
@@ -338,7 +338,7 @@ func (w *watcher) send(ctx context.Context, pending map[position]Event, passed p
 
 // received takes a notification on lease_events: pending until its horizon,
 // or sent at once if it has no position.
-func (w *watcher) received(ctx context.Context, n *pgconn.Notification, pend func(position, Event)) error {
+func (w *watchState) received(ctx context.Context, n *pgconn.Notification, pend func(position, Event)) error {
 	var fields struct {
 		Event    string          `json:"event"`
 		Name     *string         `json:"name"`
