@@ -32,8 +32,10 @@ const (
 
 // While events wait for their horizon, how often to ask for it; while nothing
 // happens, how often to ask anyway (a partitioned connection shows itself by
-// not answering), and how long an answer may take (TCP's own limit,
-// TCP_USER_TIMEOUT, unless the connection string sets tcp_user_timeout).
+// not answering), and how long an answer may take: for TCP itself
+// (TCP_USER_TIMEOUT, unless the connection string sets tcp_user_timeout), and
+// for every call but the first horizon, which waits for the transactions in
+// progress (a stalled server or relay that still acknowledges the bytes).
 const (
 	horizonInterval = 50 * time.Millisecond
 	probeInterval   = 5 * time.Second
@@ -224,7 +226,10 @@ func (w *watchState) watchConnection(ctx context.Context) error {
 			pending[key] = event
 		}
 	}
-	if _, err := conn.Exec(ctx, listenSQL); err != nil {
+	callCtx, cancel := context.WithTimeout(ctx, answerTimeout)
+	_, err = conn.Exec(callCtx, listenSQL)
+	cancel()
+	if err != nil {
 		return err
 	}
 	// Writers that looked for a watcher before this one listened sent
@@ -247,7 +252,9 @@ func (w *watchState) watchConnection(ctx context.Context) error {
 	} else {
 		since = *w.sinceTime
 	}
-	rows, err := conn.Query(ctx, eventsAfterSQL, since, strconv.FormatUint(after.xid, 10), after.ordinal)
+	callCtx, cancel = context.WithTimeout(ctx, answerTimeout)
+	defer cancel()
+	rows, err := conn.Query(callCtx, eventsAfterSQL, since, strconv.FormatUint(after.xid, 10), after.ordinal)
 	if err != nil {
 		return err
 	}
@@ -308,7 +315,10 @@ func (w *watchState) watchConnection(ctx context.Context) error {
 		if waitCtx.Err() == nil || conn.IsClosed() {
 			return err
 		}
-		if _, err := conn.Exec(ctx, horizonSQL, false); err != nil {
+		callCtx, cancel := context.WithTimeout(ctx, answerTimeout)
+		_, err = conn.Exec(callCtx, horizonSQL, false)
+		cancel()
+		if err != nil {
 			return err
 		}
 		requested = true
