@@ -695,21 +695,30 @@ async function historyRows(where, from, last) {
 }
 
 // Watches until the event of name last (made by before() once the first
-// event came): "position token" of each, whether each was replayed, the last position.
+// event came, or after 15 s if none came): "position token" of each, whether
+// each was replayed, the last position.
 async function watchUntil(options, before, last) {
   const rows = [];
   const replayed = [];
+  let made = false;
+  const make = async () => {
+    if (made) return;
+    made = true;
+    await before();
+  };
+  const fallback = setTimeout(make, 15000);
   const timer = setTimeout(() => {
-    report(false, `watch: ${last} came within 20 s`, rows);
+    report(false, `watch: ${last} came within 25 s`, rows);
     process.exit(1);
-  }, 20000);
+  }, 25000);
   for await (const event of pglease.watch(CONN, options)) {
-    if (rows.length === 0) await before();
+    await make();
     rows.push(`${event.position} ${event.token ?? '-'}`);
     replayed.push(event.replayed);
     if (event.name === last) break;
   }
   clearTimeout(timer);
+  clearTimeout(fallback);
   return { rows, replayed, last: rows[rows.length - 1].split(' ')[0] };
 }
 

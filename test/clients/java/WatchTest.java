@@ -10,6 +10,7 @@ import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import pglease.Watch;
 
@@ -39,19 +40,36 @@ final class WatchTest {
         }
     }
 
-    /** Watches until the event of name last (made once the first event came); "position token" of each, replayed flags. */
+    /**
+     * Watches until the event of name end-1 (made once the first event came, or after 15 s if none came); "position token"
+     * of each, replayed flags.
+     */
     static List<String> until(Watch.Options options, String end, List<Boolean> replayed) throws SQLException {
         List<String> rows = new ArrayList<>();
+        AtomicBoolean made = new AtomicBoolean();
+        Thread fallback = new Thread(() -> {
+            try {
+                Thread.sleep(15000);
+                if (made.compareAndSet(false, true))
+                    events(end, 1);
+            } catch (InterruptedException | SQLException e) {
+                // the watch ended first
+            }
+        });
+        fallback.setDaemon(true);
+        fallback.start();
         try (Watch watch = Watch.open(ClientsTest.URL, options)) {
             while (watch.hasNext()) {
                 Watch.Event event = watch.next();
-                if (rows.isEmpty())
+                if (made.compareAndSet(false, true))
                     events(end, 1);
                 rows.add(event.position() + " " + (event.token() == null ? "-" : event.token()));
                 replayed.add(event.replayed());
                 if (event.name().equals(end + "-1"))
                     break;
             }
+        } finally {
+            fallback.interrupt();
         }
         return rows;
     }
