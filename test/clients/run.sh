@@ -274,8 +274,9 @@ watch_compare() {
 # example) through the proxy, partitions it while the events happen, heals
 # with signal HEAL (HUP: the same connection goes on; USR2: connections broken).
 watch_partition() {
-    local label=$1 heal=$2 tag out err watcher ready started late=() writers=() expired
+    local label=$1 heal=$2 tag out err watcher ready started late=() writers=() expired began
     shift 2
+    began=$(now_ms)
     tag=$label-$heal
     out=$WORK/watch-$tag.out
     err=$WORK/watch-$tag.err
@@ -347,6 +348,7 @@ stderr: $(tail -5 "$err")"
     wait "$watcher"
     local rc=$?
     report $rc "$label: the README's watch example exits 0 on stop-watching" "exit $rc: $(tail -5 "$err")"
+    echo "# $label $heal: the partition scenario took $(($(now_ms) - began)) ms"
 }
 
 # Python: installed as its README says (a virtual environment that sees
