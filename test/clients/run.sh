@@ -13,9 +13,9 @@
 # 1.3 primitives: semaphore permits (cap, queue, a revoked permit fenced),
 # shared holders beside a waiting exclusive, all-or-none tokens fenced per name,
 # set_value and leader, and their session forms; each README's examples too.
-# Go, Node and Java: the README's watch example partitioned behind a proxy
-# (watch_partition, below; LEASE_CLIENTS_WATCH_CUT), and watch's since (a
-# position, a time) and bad since.
+# Go, Node and Java: the README's watch examples partitioned together behind a
+# proxy after the steps (watch_partition, below; LEASE_CLIENTS_WATCH_CUT), and
+# watch's since (a position, a time) and bad since in each test program.
 #
 # Installs the Debian packages it needs, and each helper as its README's
 # install steps say, outside the checkout. Expects the extension installed (the
@@ -198,7 +198,8 @@ run_example() {
 # --- watching through a partition ---------------------------------------------
 # Each helper's README watch example (it prints "event name token owner
 # position" per event and exits on an event of "stop-watching") reaches the
-# server through test/watch/proxy.py, which the scenario partitions for 2.5 s
+# server through test/watch/proxy.py; after the languages' steps, those of Go,
+# Node and Java run at once, and the scenario partitions them for 2.5 s
 # while about 300 events happen, then heals: either on the same connections
 # (HUP: the bytes that waited arrive) or with every old connection broken
 # (USR2: the watcher must reconnect and replay lease.history). Its output must
@@ -209,6 +210,8 @@ run_example() {
 WATCH_CUT=${LEASE_CLIENTS_WATCH_CUT:-2.5}
 WATCH_PROXY_PORT=$((LEASE_TEST_PORT + 2))
 WATCH_PROXY_PID=
+# The languages whose README watch example is built (their steps add them).
+WATCHERS=()
 WATCH_VIA_PROXY="host=127.0.0.1 port=$WATCH_PROXY_PORT dbname=postgres user=postgres"
 
 watch_proxy_start() {
@@ -270,85 +273,106 @@ watch_compare() {
     diff "$WORK/watch-expected" "$WORK/watch-got" >"$WORK/watch-diff" && [ -s "$WORK/watch-expected" ]
 }
 
-# watch_partition LABEL HEAL COMMAND...: runs COMMAND (a README's watch
-# example) through the proxy, partitions it while the events happen, heals
-# with signal HEAL (HUP: the same connection goes on; USR2: connections broken).
+# watch_example LABEL: runs LABEL's README watch example (built by its step).
+watch_example() {
+    case $1 in
+    go) "$WORK/go-watch-example" ;;
+    node) node "$WORK/node-app/watch-example.js" ;;
+    java) java -cp "$WORK/java/example:$WORK/home/pglease/pglease.jar:/usr/share/java/postgresql.jar" WatchExample ;;
+    esac
+}
+
+# watch_partition HEAL: runs the README watch example of every language in
+# WATCHERS at once through the proxy, partitions them while the events
+# happen, heals with signal HEAL (HUP: the same connections go on; USR2:
+# connections broken), and checks each one's output.
 watch_partition() {
-    local label=$1 heal=$2 tag out err watcher ready started late=() writers=() expired began
-    shift 2
+    local heal=$1 label out err r started healed expired began caught_up how rc
+    local late=() writers=() labels=()
+    local -A watcher ready
     began=$(now_ms)
-    tag=$label-$heal
-    out=$WORK/watch-$tag.out
-    err=$WORK/watch-$tag.err
     if ! watch_proxy_start; then
-        report 1 "$label: the partition proxy starts" "$(cat "$WORK/proxy.out")"
+        report 1 "watch: the partition proxy starts" "$(cat "$WORK/proxy.out")"
         return
     fi
-    DATABASE_URL=$WATCH_VIA_PROXY "$@" >"$out" 2>"$err" &
-    watcher=$!
-    BG_PIDS+=("$watcher")
-    if ! poll_until 20 watch_ready "$tag" "$out"; then
-        kill "$watcher" 2>/dev/null
-        report 1 "$label: the README's watch example shows a new event" "$(cat "$out" "$err")"
-        return
-    fi
-    # The comparison starts with the first event after the watcher's start.
-    ready=$(grep -m1 -F "ready-$tag" "$out" | awk '{print $NF}')
-    ready=${ready%/*}/$((${ready#*/} - 1))
+    for label in "${WATCHERS[@]}"; do
+        DATABASE_URL=$WATCH_VIA_PROXY watch_example "$label" >"$WORK/watch-$label-$heal.out" 2>"$WORK/watch-$label-$heal.err" &
+        watcher[$label]=$!
+        BG_PIDS+=("$!")
+    done
+    for label in "${WATCHERS[@]}"; do
+        out=$WORK/watch-$label-$heal.out
+        if ! poll_until 30 watch_ready "$heal" "$out"; then
+            kill "${watcher[$label]}" 2>/dev/null
+            report 1 "$label: the README's watch example shows a new event" "$(cat "$out" "$WORK/watch-$label-$heal.err")"
+            continue
+        fi
+        # Its comparison starts with the first event after its start.
+        r=$(grep -m1 -F "ready-$heal" "$out" | awk '{print $NF}')
+        ready[$label]=${r%/*}/$((${r#*/} - 1))
+        labels+=("$label")
+    done
+    [ ${#labels[@]} -gt 0 ] || return
     # 50 leases that expire in 1 s, acquired in one transaction.
-    sql -c "SELECT count(lease.lease_acquire('wexp-$tag-' || i, 'expiring', '1 second')) FROM generate_series(1, 50) AS i" >/dev/null
+    sql -c "SELECT count(lease.lease_acquire('wexp-$heal-' || i, 'expiring', '1 second')) FROM generate_series(1, 50) AS i" >/dev/null
     started=$(now_ms)
     kill -USR1 "$WATCH_PROXY_PID"
     # A transaction that takes its ID now and writes its event after the
     # heal, behind younger events; one whose two events wait for its commit.
     sql -c "BEGIN" -c "SELECT pg_current_xact_id()" -c "SELECT pg_sleep($WATCH_CUT + 1)" \
-        -c "SELECT lease.lease_acquire('late-$tag', 'slow', '1 hour')" -c "COMMIT" >/dev/null &
+        -c "SELECT lease.lease_acquire('late-$heal', 'slow', '1 hour')" -c "COMMIT" >/dev/null &
     late+=($!)
-    sql -c "BEGIN" -c "SELECT lease.lease_acquire('held-$tag', 'held', '1 hour')" -c "SELECT pg_sleep(1.5)" \
-        -c "SELECT lease.lease_acquire('held-$tag', 'held', '1 hour')" -c "COMMIT" >/dev/null &
+    sql -c "BEGIN" -c "SELECT lease.lease_acquire('held-$heal', 'held', '1 hour')" -c "SELECT pg_sleep(1.5)" \
+        -c "SELECT lease.lease_acquire('held-$heal', 'held', '1 hour')" -c "COMMIT" >/dev/null &
     late+=($!)
-    watch_writer "w-$tag-1" 50 &
+    watch_writer "w-$heal-1" 50 &
     writers+=($!)
-    watch_writer "w-$tag-2" 50 &
+    watch_writer "w-$heal-2" 50 &
     writers+=($!)
     sleep 1.2
     expired=$(sql -c "SELECT lease.expire_due()")
     wait "${writers[@]}"
     sleep "$(awk -v s="$started" -v n="$(now_ms)" -v c="$WATCH_CUT" 'BEGIN { d = c - (n - s) / 1000; print (d > 0 ? d : 0) }')"
     kill "-$heal" "$WATCH_PROXY_PID"
-    local healed
     healed=$(now_ms)
-    watch_writer "w-$tag-after" 10
+    watch_writer "w-$heal-after" 10
     wait "${late[@]}"
-    sql -c "SELECT lease.lease_acquire('done-$tag', 'test', '1 hour')" >/dev/null
-    poll_until 20 file_has "$out" "done-$tag"
-    local caught_up=$(($(now_ms) - healed)) how="its connection surviving"
+    sql -c "SELECT lease.lease_acquire('done-$heal', 'test', '1 hour')" >/dev/null
+    how="its connection surviving"
     [ "$heal" = USR2 ] && how="its connection broken"
-    watch_compare "$out" "$ready" && [ "${expired:-0}" -ge 50 ]
-    report $? "$label: the README's watch example, partitioned for $WATCH_CUT s ($how), shows lease.history's $(wc -l <"$WORK/watch-expected") events since its start, in position order, each once (expire_due: ${expired:-none}; the last shown $caught_up ms after the heal)" \
-        "expected $(wc -l <"$WORK/watch-expected") events, watched $(wc -l <"$WORK/watch-got"); duplicates: $(sort "$WORK/watch-got" | uniq -d | wc -l); first differences:
+    for label in "${labels[@]}"; do
+        out=$WORK/watch-$label-$heal.out
+        err=$WORK/watch-$label-$heal.err
+        poll_until 20 file_has "$out" "done-$heal"
+        caught_up=$(($(now_ms) - healed))
+        watch_compare "$out" "${ready[$label]}" && [ "${expired:-0}" -ge 50 ]
+        report $? "$label: the README's watch example, partitioned for $WATCH_CUT s ($how), shows lease.history's $(wc -l <"$WORK/watch-expected") events since its start, in position order, each once (expire_due: ${expired:-none}; the last shown within $caught_up ms of the heal)" \
+            "expected $(wc -l <"$WORK/watch-expected") events, watched $(wc -l <"$WORK/watch-got"); duplicates: $(sort "$WORK/watch-got" | uniq -d | wc -l); first differences:
 $(head -8 "$WORK/watch-diff")
 stderr: $(tail -5 "$err")"
-    # USR2 must have needed a reconnect. HUP must not while the cut is
-    # shorter than the 10 s a helper gives an answer (it would have tested
-    # the other path), and must once the cut also outlasts the 5 s between
-    # horizon calls: a silent connection is replaced.
-    if [ "$heal" = USR2 ]; then
-        grep -q "pglease: watch: connection lost" "$err"
-        report $? "$label: the watcher said it reconnected" "$(cat "$err")"
-    elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c < 10) }'; then
-        ! grep -q "pglease: watch: connection lost" "$err"
-        report $? "$label: the watcher kept its connection" "$(cat "$err")"
-    elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c >= 16) }'; then
-        grep -q "pglease: watch: connection lost" "$err"
-        report $? "$label: the watcher replaced its silent connection during the cut" "$(cat "$err")"
-    fi
+        # USR2 must have needed a reconnect. HUP must not while the cut is
+        # shorter than the 10 s a helper gives an answer (it would have tested
+        # the other path), and must once the cut also outlasts the 5 s between
+        # horizon calls: a silent connection is replaced.
+        if [ "$heal" = USR2 ]; then
+            grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher said it reconnected" "$(cat "$err")"
+        elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c < 10) }'; then
+            ! grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher kept its connection" "$(cat "$err")"
+        elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c >= 16) }'; then
+            grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher replaced its silent connection during the cut" "$(cat "$err")"
+        fi
+    done
     sql -c "SELECT lease.lease_acquire('stop-watching', 'test', '1 hour')" >/dev/null
-    timeout 20 tail --pid="$watcher" -f /dev/null
-    wait "$watcher"
-    local rc=$?
-    report $rc "$label: the README's watch example exits 0 on stop-watching" "exit $rc: $(tail -5 "$err")"
-    echo "# $label $heal: the partition scenario took $(($(now_ms) - began)) ms"
+    for label in "${labels[@]}"; do
+        timeout 20 tail --pid="${watcher[$label]}" -f /dev/null
+        wait "${watcher[$label]}"
+        rc=$?
+        report $rc "$label: the README's watch example exits 0 on stop-watching" "exit $rc: $(tail -5 "$WORK/watch-$label-$heal.err")"
+    done
+    echo "# watch $heal (${labels[*]} at once): the partition scenario took $(($(now_ms) - began)) ms"
 }
 
 # Python: installed as its README says (a virtual environment that sees
@@ -463,8 +487,7 @@ go_tests() {
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example go-pgbouncer "$WORK/go-primitives-example"
     fi
-    watch_partition go HUP "$WORK/go-watch-example"
-    watch_partition go USR2 "$WORK/go-watch-example"
+    WATCHERS+=(go)
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
@@ -499,8 +522,7 @@ node_tests() {
         DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example node-pgbouncer node "$app/primitives-example.js"
     fi
     extract_example clients/node/README.md js 4 >"$app/watch-example.js"
-    watch_partition node HUP node "$app/watch-example.js"
-    watch_partition node USR2 node "$app/watch-example.js"
+    WATCHERS+=(node)
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
 }
@@ -532,8 +554,7 @@ java_tests() {
     DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
     DATABASE_URL=$keywords run_primitives_example java java -cp "$WORK/java/example:$jar:$jdbc" PrimitivesExample
-    watch_partition java HUP java -cp "$WORK/java/example:$jar:$jdbc" WatchExample
-    watch_partition java USR2 java -cp "$WORK/java/example:$jar:$jdbc" WatchExample
+    WATCHERS+=(java)
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
         run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
@@ -566,6 +587,15 @@ for language in $LANGUAGES; do
     esac
     echo "# $language: $((SECONDS - step_started)) s"
 done
+
+# The watch examples of the steps that built one, all at once: one partition
+# whose connections survive, one whose connections break.
+if [ ${#WATCHERS[@]} -gt 0 ]; then
+    step_started=$SECONDS
+    watch_partition HUP
+    watch_partition USR2
+    echo "# watch: $((SECONDS - step_started)) s"
+fi
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary clients
