@@ -139,3 +139,33 @@ export function withSession<T>(
   options: SessionOptions | undefined,
   fn: (session: Session) => Promise<T>,
 ): Promise<T>;
+
+/** A lease event (docs/concepts.md, "Events and history"). */
+export class Event {
+  /** acquired, released, revoked, expired, session_closed, value_set. */
+  readonly event: string;
+  readonly name: string | null;
+  readonly token: bigint | null;
+  readonly owner: string | null;
+  readonly session: bigint | null;
+  /** "XID/N", to resume from (watch's since); null for an event not recorded in lease.history. */
+  readonly position: string | null;
+  /** What an acquired or value_set event published; null when replayed (not kept in history). */
+  readonly value: unknown;
+  /** Read from lease.history rather than received live. */
+  readonly replayed: boolean;
+}
+
+export interface WatchOptions {
+  /** A position ("7421/3": resume after it) or a Date (the events recorded from then on); default: from now. */
+  since?: string | Date | null;
+  /** Pause before connecting again after a lost connection, in ms; default 1000. */
+  reconnectInterval?: number;
+}
+
+/**
+ * Every lease event in position order, each once, replaying lease.history after
+ * a lost or silent connection; leaving the for await loop closes the connection.
+ * A bad since throws a TypeError at once.
+ */
+export function watch(connection: string | ClientConfig, options?: WatchOptions): AsyncGenerator<Event, never, undefined>;

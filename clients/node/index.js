@@ -890,6 +890,241 @@ async function withSession(connection, options, fn) {
   return result;
 }
 
+// Watching events (docs/reference.md, "Resuming a watch"): every event has a
+// position (xid, ordinal) in lease.history; the horizon says up to which
+// transaction every event has arrived.
+const LISTEN = 'SELECT lease.listen_events()';
+const HORIZON = 'SELECT lease.events_horizon($1::pg_catalog.bool)::pg_catalog.text AS value';
+// From a position, or (with a time and no position yet) from a time on.
+const EVENTS_AFTER =
+  'SELECT xid::pg_catalog.text, ordinal::pg_catalog.text, event, name, token::pg_catalog.text, owner, ' +
+  'session::pg_catalog.text FROM lease.history ' +
+  'WHERE CASE WHEN $1::pg_catalog.timestamptz IS NULL ' +
+  '           THEN (xid, ordinal) > ($2::pg_catalog.xid8, $3::pg_catalog.int8) ' +
+  '           ELSE at >= $1::pg_catalog.timestamptz END ' +
+  'ORDER BY xid, ordinal';
+// While events wait for their horizon, how often to ask for it; while nothing
+// happens, how often to ask anyway (a partitioned connection shows itself by
+// not answering), and how long an answer may take: Node.js cannot set
+// TCP_USER_TIMEOUT, so a call without an answer by then breaks the
+// connection (all but the first horizon, which waits for transactions).
+const HORIZON_INTERVAL_MS = 50;
+const PROBE_INTERVAL_MS = 5000;
+const ANSWER_TIMEOUT_MS = 10000;
+const BAD_SINCE = 'pglease: since must be a position XID/N (an event\'s position) or a Date';
+const MAX_ORDINAL = 2n ** 63n;
+
+/**
+ * A lease event (docs/concepts.md, "Events and history"). `position` is
+ * "XID/N", to resume from; `value` is what an `acquired` or `value_set`
+ * event published (not kept in history: null when replayed). Tokens and
+ * session IDs are BigInts.
+ */
+class Event {
+  constructor(fields, replayed) {
+    this.event = fields.event;
+    this.name = fields.name ?? null;
+    this.token = fields.token == null ? null : BigInt(fields.token);
+    this.owner = fields.owner ?? null;
+    this.session = fields.session == null ? null : BigInt(fields.session);
+    this.position = fields.position ?? null;
+    this.value = fields.value === undefined ? null : fields.value;
+    this.replayed = replayed;
+  }
+}
+
+// A position as [xid, ordinal] (BigInts), or null for anything else.
+function positionKey(text) {
+  const match = typeof text === 'string' ? /^([0-9]+)\/([0-9]+)$/.exec(text) : null;
+  if (!match || BigInt(match[2]) >= MAX_ORDINAL) return null;
+  return [BigInt(match[1]), BigInt(match[2])];
+}
+
+const before = (a, b) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+
+// The notification's JSON with the numbers of its top-level "token" and
+// "session" as strings: they are bigints, which JSON.parse would round past
+// 2^53 (the published "value" keeps its numbers).
+function exactIds(text) {
+  let out = '';
+  let depth = 0;
+  let last = null;
+  let key = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      last = text.slice(i + 1, j);
+      out += text.slice(i, j + 1);
+      i = j;
+    } else if (c === '{' || c === '[') {
+      depth++;
+      out += c;
+    } else if (c === '}' || c === ']') {
+      depth--;
+      out += c;
+    } else if (depth === 1 && c === ':') {
+      key = last;
+      out += c;
+    } else if (depth === 1 && c === ',') {
+      key = null;
+      out += c;
+    } else if (depth === 1 && (key === 'token' || key === 'session') && /[-0-9]/.test(c)) {
+      let j = i;
+      while (j < text.length && /[-+0-9.eE]/.test(text[j])) j++;
+      out += `"${text.slice(i, j)}"`;
+      i = j - 1;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * Every lease event, in the order of their positions, each once, for as long
+ * as the caller iterates (`for await (const event of watch(...))`; leaving
+ * the loop closes the connection). A lost or silent connection is replaced,
+ * and what happened meanwhile is replayed from lease.history; each loss is
+ * logged with console.warn. Options: `since`, a position ("7421/3", the
+ * `position` of an event seen earlier: resume after it) or a Date (the events
+ * recorded from then on), by default the transactions in progress when it
+ * connects; `reconnectInterval` (ms, default 1000). Needs lease 1.4 and
+ * lease.record_history (events without a position come as they arrive). A bad
+ * `since` throws a TypeError at once.
+ */
+function watch(connection, options = {}) {
+  const config = { ...clientConfig(connection) };
+  options = options ?? {};
+  const state = { resume: null, sinceTime: null };
+  const since = options.since ?? null;
+  if (since instanceof Date) {
+    if (Number.isNaN(since.getTime())) throw new TypeError(BAD_SINCE);
+    state.sinceTime = since;
+  } else if (since !== null) {
+    state.resume = positionKey(since);
+    if (state.resume === null) throw new TypeError(BAD_SINCE);
+  }
+  const retry = options.reconnectInterval ?? 1000;
+  if (!Number.isFinite(retry) || retry < 0) throw new RangeError('pglease: reconnectInterval must not be negative');
+  // Keepalives: a peer that vanished while the connection was idle is found.
+  if (config.keepAlive === undefined) config.keepAlive = true;
+  return watchEvents(config, state, retry);
+}
+
+async function* watchEvents(config, state, retry) {
+  for (;;) {
+    const client = new pg.Client(config);
+    try {
+      yield* watchClient(client, state);
+    } catch (err) {
+      // The server's answer to a statement (a lease older than 1.4, say) is
+      // no lost connection: it would come again.
+      if (err instanceof pg.DatabaseError && err.severity !== 'FATAL' && !String(err.code).startsWith('08')) throw err;
+      console.warn(`pglease: watch: connection lost (${err.message}); reconnecting`);
+    } finally {
+      client.end().catch(() => {});
+      client.connection.stream.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, retry));
+  }
+}
+
+async function* watchClient(client, state) {
+  const received = [];
+  let broken = null;
+  let wake = null;
+  const woken = () => {
+    if (wake) wake();
+  };
+  client.on('notification', (n) => {
+    received.push(n);
+    woken();
+  });
+  // A client whose connection breaks while idle emits 'error': without a
+  // listener that would crash the process.
+  client.on('error', (err) => {
+    broken = err;
+    woken();
+  });
+  client.on('end', () => {
+    broken = broken ?? new Error('the connection ended');
+    woken();
+  });
+  const answered = async (promise) => {
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new CallTimeout()), ANSWER_TIMEOUT_MS);
+    });
+    try {
+      return await Promise.race([promise, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const pending = new Map();
+  const pend = (key, event) => {
+    if (state.resume !== null && !before(state.resume, key)) return; // shown already
+    const id = `${key[0]}/${key[1]}`;
+    if (!pending.has(id)) pending.set(id, { key, event });
+  };
+
+  await answered(client.connect());
+  await answered(client.query(LISTEN));
+  // Writers that looked for a watcher before this one listened sent nothing:
+  // wait for them, so that the replay has their events.
+  const horizon = BigInt((await client.query(HORIZON, [true])).rows[0].value);
+  if (state.resume === null && state.sinceTime === null) state.resume = [horizon, 0n];
+  const after = state.resume ?? [0n, 0n];
+  const since = state.resume !== null ? null : state.sinceTime;
+  const replay = await answered(client.query(EVENTS_AFTER, [since, after[0].toString(), after[1].toString()]));
+  for (const row of replay.rows) {
+    const position = `${row.xid}/${row.ordinal}`;
+    pend(positionKey(position), new Event({ ...row, position }, true));
+  }
+  let requested = true;
+  let lastCall = performance.now();
+  const channel = `lease_horizon_${client.processID}`;
+  for (;;) {
+    for (const n of received.splice(0)) {
+      if (n.channel === channel) {
+        requested = false;
+        const passed = [BigInt(n.payload), 0n];
+        const shown = [...pending.values()].filter((p) => before(p.key, passed));
+        shown.sort((a, b) => (before(a.key, b.key) ? -1 : 1));
+        for (const p of shown) {
+          pending.delete(`${p.key[0]}/${p.key[1]}`);
+          yield p.event;
+        }
+        if (state.resume === null || before(state.resume, passed)) state.resume = passed;
+        continue;
+      }
+      const event = new Event(JSON.parse(exactIds(n.payload)), false);
+      const key = positionKey(event.position);
+      if (key === null) yield event; // not recorded in history: as it comes
+      else pend(key, event);
+    }
+    if (broken) throw broken;
+    const interval = pending.size > 0 && !requested ? HORIZON_INTERVAL_MS : PROBE_INTERVAL_MS;
+    const wait = lastCall + interval - performance.now();
+    if (wait > 0) {
+      let timer;
+      await new Promise((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, wait);
+      });
+      wake = null;
+      clearTimeout(timer);
+      if (received.length > 0 || broken) continue;
+      if (lastCall + interval > performance.now()) continue;
+    }
+    await answered(client.query(HORIZON, [false]));
+    requested = true;
+    lastCall = performance.now();
+  }
+}
+
 module.exports = {
   hold,
   withLease,
@@ -898,6 +1133,8 @@ module.exports = {
   leader,
   session,
   withSession,
+  watch,
+  Event,
   Lease,
   Session,
   SessionLease,

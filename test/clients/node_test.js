@@ -672,9 +672,119 @@ async function testPrimitivesBadInput() {
   }
 }
 
+// watch (the partition is run.sh's, with the README's example): where it
+// starts, and bad input.
+async function watchEvents(base, n) {
+  for (let i = 1; i <= n; i++) await admin("SELECT lease.lease_acquire($1, 'watch-test', '1 hour')", [`${base}-${i}`]);
+}
+
+// "position token" of lease.history's rows matching where ($1) up to position last, in position order.
+async function historyRows(where, from, last) {
+  const client = new pg.Client(pglease.clientConfig(CONN));
+  await client.connect();
+  try {
+    const result = await client.query(
+      `SELECT xid || '/' || ordinal || ' ' || coalesce(token::text, '-') AS row FROM lease.history WHERE ${where}
+          AND (xid, ordinal) <= (split_part($2, '/', 1)::xid8, split_part($2, '/', 2)::int8) ORDER BY xid, ordinal`,
+      [from, last],
+    );
+    return result.rows.map((r) => r.row);
+  } finally {
+    await client.end();
+  }
+}
+
+// Watches until the event of name last (made by before() once the first
+// event came, or after 15 s if none came): "position token" of each, whether
+// each was replayed, the last position.
+async function watchUntil(options, before, last) {
+  const rows = [];
+  const replayed = [];
+  let made = false;
+  const make = async () => {
+    if (made) return;
+    made = true;
+    await before();
+  };
+  const fallback = setTimeout(make, 15000);
+  const timer = setTimeout(() => {
+    report(false, `watch: ${last} came within 25 s`, rows);
+    process.exit(1);
+  }, 25000);
+  for await (const event of pglease.watch(CONN, options)) {
+    await make();
+    rows.push(`${event.position} ${event.token ?? '-'}`);
+    replayed.push(event.replayed);
+    if (event.name === last) break;
+  }
+  clearTimeout(timer);
+  clearTimeout(fallback);
+  return { rows, replayed, last: rows[rows.length - 1].split(' ')[0] };
+}
+
+async function testWatchSince() {
+  const base = `${PREFIX}watch-since`;
+  await watchEvents(base, 5);
+  const since = (await admin("SELECT xid || '/' || ordinal AS p FROM lease.history WHERE name = $1", [`${base}-2`])).p;
+  let end = `${base}-end`;
+  let got = await watchUntil({ since }, () => watchEvents(end, 1), `${end}-1`);
+  let want = await historyRows("(xid, ordinal) > (split_part($1, '/', 1)::xid8, split_part($1, '/', 2)::int8)", since, got.last);
+  report(
+    got.rows.length >= 4 && got.rows.join() === want.join() && got.replayed[0] && !got.replayed[got.replayed.length - 1],
+    'watch: since a position replays every event after it (replayed), then goes on live, each once, in order; BigInt tokens exact, live and replayed',
+    { got, want },
+  );
+  // A Date holds milliseconds: the history rows from the same Date on.
+  const at = (await admin('SELECT at FROM lease.history WHERE name = $1', [`${base}-3`])).at;
+  end = `${base}-time-end`;
+  got = await watchUntil({ since: at }, () => watchEvents(end, 1), `${end}-1`);
+  want = await historyRows('at >= $1', at, got.last);
+  report(got.rows.length >= 4 && got.rows.join() === want.join(), 'watch: since a Date replays the events recorded from then on, in position order, then goes on live', {
+    got,
+    want,
+  });
+}
+
+async function testWatchBadInput() {
+  for (const bad of ['garbage', '12/', '/3', '1/2/3', '-1/2', '1/-2', '03:00', '', '1/9223372036854775808', 42, new Date('nonsense')]) {
+    let got;
+    try {
+      pglease.watch('host=/nonexistent dbname=x', { since: bad });
+      got = 'accepted';
+    } catch (err) {
+      got = `${err.name}: ${err.message}`;
+    }
+    report(got === "TypeError: pglease: since must be a position XID/N (an event's position) or a Date", `watch: since ${bad instanceof Date ? "an invalid Date" : JSON.stringify(bad)} throws a TypeError at once`, got);
+  }
+}
+
+// A server without lease 1.4's events_horizon: an error that connecting again
+// would not mend is thrown from the loop.
+async function testWatchServerError() {
+  await admin('CREATE DATABASE watch_no_lease_node');
+  try {
+    const url = new URL(CONN);
+    url.pathname = '/watch_no_lease_node';
+    let got = 'no error';
+    const timer = setTimeout(() => {
+      report(false, 'watch: the server error came within 10 s');
+      process.exit(1);
+    }, 10000);
+    try {
+      for await (const event of pglease.watch(url.toString())) got = `an event: ${event.event}`;
+    } catch (err) {
+      got = err;
+    }
+    clearTimeout(timer);
+    report(got instanceof pg.DatabaseError && /does not exist/.test(got.message), 'watch: an error of the server (no lease extension) is thrown from the loop', String(got));
+  } finally {
+    await admin('DROP DATABASE watch_no_lease_node');
+  }
+}
+
 async function main() {
   const tests = [testAcquireReleaseBigint, testNotAcquired, testWaiterWoken, testErrors, testBadInput, testKeywordValue, testSession, testPool, testHeartbeat, testFence, testRevoked,
-    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testZombie, testOutage];
+    testSemaphore, testSemaphoreRevoked, testShared, testAcquireAll, testValues, testSessionPrimitives, testPrimitivesBadInput, testWatchSince, testWatchBadInput, testWatchServerError, testZombie, testOutage];
   for (const test of tests) {
     try {
       await test();

@@ -13,6 +13,9 @@
 # 1.3 primitives: semaphore permits (cap, queue, a revoked permit fenced),
 # shared holders beside a waiting exclusive, all-or-none tokens fenced per name,
 # set_value and leader, and their session forms; each README's examples too.
+# Go, Node and Java: the README's watch examples partitioned together behind a
+# proxy after the steps (watch_partition, below; LEASE_CLIENTS_WATCH_CUT), and
+# watch's since (a position, a time) and bad since in each test program.
 #
 # Installs the Debian packages it needs, and each helper as its README's
 # install steps say, outside the checkout. Expects the extension installed (the
@@ -29,6 +32,8 @@ ROOT=$PWD
 . test/common/tap.sh
 # shellcheck source=test/common/readme.sh
 . test/common/readme.sh
+# shellcheck source=test/common/suite.sh
+. test/common/suite.sh
 
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54337}
 PGBOUNCER_PORT=$((LEASE_TEST_PORT + 1))
@@ -56,6 +61,7 @@ WORK=$(mktemp -d /tmp/lease-clients-test.XXXXXX)
 chmod 755 "$WORK"
 PGBOUNCER_PID_FILE=$WORK/pgbouncer/pgbouncer.pid
 cleanup() {
+    stop_background
     if [ -f "$PGBOUNCER_PID_FILE" ]; then
         kill "$(cat "$PGBOUNCER_PID_FILE")" 2>/dev/null
     fi
@@ -189,6 +195,186 @@ run_example() {
         "exit $rc, $written rows; output: $(cat "$WORK/$label-example.out")"
 }
 
+# --- watching through a partition ---------------------------------------------
+# Each helper's README watch example (it prints "event name token owner
+# position" per event and exits on an event of "stop-watching") reaches the
+# server through test/watch/proxy.py; after the languages' steps, those of Go,
+# Node and Java run at once, and the scenario partitions them for 2.5 s
+# while about 300 events happen, then heals: either on the same connections
+# (HUP: the bytes that waited arrive) or with every old connection broken
+# (USR2: the watcher must reconnect and replay lease.history). Its output must
+# then be exactly lease.history's rows since it started, in position order,
+# each once. LEASE_CLIENTS_WATCH_CUT (seconds, default 2.5) makes the cut
+# longer: from 16 s on, the watcher must also have replaced its silent
+# connection before the heal (no answer for 10 s after a horizon call).
+WATCH_CUT=${LEASE_CLIENTS_WATCH_CUT:-2.5}
+WATCH_PROXY_PORT=$((LEASE_TEST_PORT + 2))
+WATCH_PROXY_PID=
+# The languages whose README watch example is built (their steps add them).
+WATCHERS=()
+WATCH_VIA_PROXY="host=127.0.0.1 port=$WATCH_PROXY_PORT dbname=postgres user=postgres"
+
+watch_proxy_start() {
+    [ -n "$WATCH_PROXY_PID" ] && return 0
+    python3 -u test/watch/proxy.py "$WATCH_PROXY_PORT" "$CLUSTER_DIR/.s.PGSQL.$PGPORT" >"$WORK/proxy.out" 2>&1 &
+    WATCH_PROXY_PID=$!
+    BG_PIDS+=("$WATCH_PROXY_PID")
+    poll_until 10 grep -q listening "$WORK/proxy.out"
+}
+
+file_has() {
+    grep -qF -- "$2" "$1"
+}
+
+# watch_ready TAG FILE: an event (a new grant of ready-TAG), and whether FILE shows it soon.
+watch_ready() {
+    sql -c "SELECT lease.lease_acquire('ready-$1', 'test', '1 hour')" >/dev/null
+    poll_until 1 file_has "$2" "ready-$1"
+}
+
+# watch_writer TAG PAIRS: acquires and releases TAG-1 .. TAG-PAIRS, each call its own transaction.
+watch_writer() {
+    local i
+    for ((i = 1; i <= $2; i++)); do
+        echo "SELECT lease.lease_acquire('$1-$i', 'writer', '1 minute') AS t \gset"
+        echo "SELECT lease.lease_release('$1-$i', :t);"
+    done | sql >/dev/null
+}
+
+# watch_shown FILE AFTER: "position event name token" of the events FILE (an
+# example's lines, "event name token owner position") shows, from the first
+# after position AFTER on. A missing name or token prints as an empty field,
+# None, null or 0, depending on the language.
+watch_shown() {
+    python3 -c '
+import sys
+after = tuple(int(p) for p in sys.argv[2].split("/"))
+started = False
+for line in open(sys.argv[1]):
+    fields = line.rstrip("\n").split(" ")
+    none = ("", "None", "null")
+    name = "-" if fields[1] in none else fields[1]
+    token = "-" if fields[2] in none + ("0",) else fields[2]
+    position = fields[-1]
+    started = started or tuple(int(p) for p in position.split("/")) > after
+    if started:
+        print(position, fields[0], name, token)
+' "$1" "$2"
+}
+
+# watch_compare FILE AFTER: whether FILE shows exactly lease.history's rows
+# after position AFTER, in position order, and they are not none; leaves
+# $WORK/watch-expected, $WORK/watch-got and their diff, $WORK/watch-diff.
+watch_compare() {
+    local xid=${2%/*} ordinal=${2#*/}
+    sql -F ' ' -c "SELECT xid || '/' || ordinal, event, coalesce(name, '-'), coalesce(token::text, '-')
+                     FROM lease.history WHERE (xid, ordinal) > ('$xid'::xid8, $ordinal) ORDER BY xid, ordinal" >"$WORK/watch-expected"
+    watch_shown "$1" "$2" >"$WORK/watch-got"
+    diff "$WORK/watch-expected" "$WORK/watch-got" >"$WORK/watch-diff" && [ -s "$WORK/watch-expected" ]
+}
+
+# watch_example LABEL: runs LABEL's README watch example (built by its step).
+watch_example() {
+    case $1 in
+    go) "$WORK/go-watch-example" ;;
+    node) node "$WORK/node-app/watch-example.js" ;;
+    java) java -cp "$WORK/java/example:$WORK/home/pglease/pglease.jar:/usr/share/java/postgresql.jar" WatchExample ;;
+    esac
+}
+
+# watch_partition HEAL: runs the README watch example of every language in
+# WATCHERS at once through the proxy, partitions them while the events
+# happen, heals with signal HEAL (HUP: the same connections go on; USR2:
+# connections broken), and checks each one's output.
+watch_partition() {
+    local heal=$1 label out err r started healed expired began caught_up how rc
+    local late=() writers=() labels=()
+    local -A watcher ready
+    began=$(now_ms)
+    if ! watch_proxy_start; then
+        report 1 "watch: the partition proxy starts" "$(cat "$WORK/proxy.out")"
+        return
+    fi
+    for label in "${WATCHERS[@]}"; do
+        DATABASE_URL=$WATCH_VIA_PROXY watch_example "$label" >"$WORK/watch-$label-$heal.out" 2>"$WORK/watch-$label-$heal.err" &
+        watcher[$label]=$!
+        BG_PIDS+=("$!")
+    done
+    for label in "${WATCHERS[@]}"; do
+        out=$WORK/watch-$label-$heal.out
+        if ! poll_until 30 watch_ready "$heal" "$out"; then
+            kill "${watcher[$label]}" 2>/dev/null
+            report 1 "$label: the README's watch example shows a new event" "$(cat "$out" "$WORK/watch-$label-$heal.err")"
+            continue
+        fi
+        # Its comparison starts with the first event after its start.
+        r=$(grep -m1 -F "ready-$heal" "$out" | awk '{print $NF}')
+        ready[$label]=${r%/*}/$((${r#*/} - 1))
+        labels+=("$label")
+    done
+    [ ${#labels[@]} -gt 0 ] || return
+    # 50 leases that expire in 1 s, acquired in one transaction.
+    sql -c "SELECT count(lease.lease_acquire('wexp-$heal-' || i, 'expiring', '1 second')) FROM generate_series(1, 50) AS i" >/dev/null
+    started=$(now_ms)
+    kill -USR1 "$WATCH_PROXY_PID"
+    # A transaction that takes its ID now and writes its event after the
+    # heal, behind younger events; one whose two events wait for its commit.
+    sql -c "BEGIN" -c "SELECT pg_current_xact_id()" -c "SELECT pg_sleep($WATCH_CUT + 1)" \
+        -c "SELECT lease.lease_acquire('late-$heal', 'slow', '1 hour')" -c "COMMIT" >/dev/null &
+    late+=($!)
+    sql -c "BEGIN" -c "SELECT lease.lease_acquire('held-$heal', 'held', '1 hour')" -c "SELECT pg_sleep(1.5)" \
+        -c "SELECT lease.lease_acquire('held-$heal', 'held', '1 hour')" -c "COMMIT" >/dev/null &
+    late+=($!)
+    watch_writer "w-$heal-1" 50 &
+    writers+=($!)
+    watch_writer "w-$heal-2" 50 &
+    writers+=($!)
+    sleep 1.2
+    expired=$(sql -c "SELECT lease.expire_due()")
+    wait "${writers[@]}"
+    sleep "$(awk -v s="$started" -v n="$(now_ms)" -v c="$WATCH_CUT" 'BEGIN { d = c - (n - s) / 1000; print (d > 0 ? d : 0) }')"
+    kill "-$heal" "$WATCH_PROXY_PID"
+    healed=$(now_ms)
+    watch_writer "w-$heal-after" 10
+    wait "${late[@]}"
+    sql -c "SELECT lease.lease_acquire('done-$heal', 'test', '1 hour')" >/dev/null
+    how="its connection surviving"
+    [ "$heal" = USR2 ] && how="its connection broken"
+    for label in "${labels[@]}"; do
+        out=$WORK/watch-$label-$heal.out
+        err=$WORK/watch-$label-$heal.err
+        poll_until 20 file_has "$out" "done-$heal"
+        caught_up=$(($(now_ms) - healed))
+        watch_compare "$out" "${ready[$label]}" && [ "${expired:-0}" -ge 50 ]
+        report $? "$label: the README's watch example, partitioned for $WATCH_CUT s ($how), shows lease.history's $(wc -l <"$WORK/watch-expected") events since its start, in position order, each once (expire_due: ${expired:-none}; the last shown within $caught_up ms of the heal)" \
+            "expected $(wc -l <"$WORK/watch-expected") events, watched $(wc -l <"$WORK/watch-got"); duplicates: $(sort "$WORK/watch-got" | uniq -d | wc -l); first differences:
+$(head -8 "$WORK/watch-diff")
+stderr: $(tail -5 "$err")"
+        # USR2 must have needed a reconnect. HUP must not while the cut is
+        # shorter than the 10 s a helper gives an answer (it would have tested
+        # the other path), and must once the cut also outlasts the 5 s between
+        # horizon calls: a silent connection is replaced.
+        if [ "$heal" = USR2 ]; then
+            grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher said it reconnected" "$(cat "$err")"
+        elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c < 10) }'; then
+            ! grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher kept its connection" "$(cat "$err")"
+        elif awk -v c="$WATCH_CUT" 'BEGIN { exit !(c >= 16) }'; then
+            grep -q "pglease: watch: connection lost" "$err"
+            report $? "$label: the watcher replaced its silent connection during the cut" "$(cat "$err")"
+        fi
+    done
+    sql -c "SELECT lease.lease_acquire('stop-watching', 'test', '1 hour')" >/dev/null
+    for label in "${labels[@]}"; do
+        timeout 20 tail --pid="${watcher[$label]}" -f /dev/null
+        wait "${watcher[$label]}"
+        rc=$?
+        report $rc "$label: the README's watch example exits 0 on stop-watching" "exit $rc: $(tail -5 "$WORK/watch-$label-$heal.err")"
+    done
+    echo "# watch $heal (${labels[*]} at once): the partition scenario took $(($(now_ms) - began)) ms"
+}
+
 # Python: installed as its README says (a virtual environment that sees
 # Debian's psycopg; pip builds offline with Debian's setuptools).
 PYTHON=$WORK/python-app/venv/bin/python
@@ -269,10 +455,12 @@ python_tests() {
 # the tests build beside it. Module mode would need the module proxy.
 go_tests() {
     local gopath=$WORK/home/go
-    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample" "$gopath/src/primitivesexample"
+    mkdir -p "$gopath/src/yourapp" "$gopath/src/clientstest" "$gopath/src/sessionexample" "$gopath/src/primitivesexample" \
+        "$gopath/src/watchexample"
     extract_example clients/go/README.md go >"$gopath/src/yourapp/main.go"
     extract_example clients/go/README.md go 2 >"$gopath/src/sessionexample/main.go"
     extract_example clients/go/README.md go 3 >"$gopath/src/primitivesexample/main.go"
+    extract_example clients/go/README.md go 4 >"$gopath/src/watchexample/main.go"
     local gocache
     gocache=$(go env GOCACHE 2>/dev/null)
     export GOCACHE=${gocache:-$WORK/gocache}
@@ -283,13 +471,14 @@ go_tests() {
     report 0 "go: the README's install steps build the README's example"
     cp test/clients/go/*.go "$gopath/src/clientstest/"
     if ! (cd "$gopath/src" && export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOFLAGS= &&
-            go vet pglease clientstest yourapp sessionexample primitivesexample && go build -o "$WORK/go-test" clientstest &&
+            go vet pglease clientstest yourapp sessionexample primitivesexample watchexample && go build -o "$WORK/go-test" clientstest &&
             go build -o "$WORK/go-session-example" sessionexample &&
-            go build -o "$WORK/go-primitives-example" primitivesexample) >"$WORK/go-build.log" 2>&1; then
-        report 1 "go: the helper's tests and the README's session example build (go vet is clean)" "$(cat "$WORK/go-build.log")"
+            go build -o "$WORK/go-primitives-example" primitivesexample &&
+            go build -o "$WORK/go-watch-example" watchexample) >"$WORK/go-build.log" 2>&1; then
+        report 1 "go: the helper's tests and the README's other examples build (go vet is clean)" "$(cat "$WORK/go-build.log")"
         return
     fi
-    report 0 "go: the helper's tests and the README's session example build (go vet is clean)"
+    report 0 "go: the helper's tests and the README's other examples build (go vet is clean)"
     DATABASE_URL=$CLIENTS_ADMIN run_example go "$gopath/src/yourapp/yourapp"
     DATABASE_URL=$CLIENTS_ADMIN run_session_example go "$WORK/go-session-example"
     DATABASE_URL=$CLIENTS_ADMIN run_primitives_example go "$WORK/go-primitives-example"
@@ -298,6 +487,7 @@ go_tests() {
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example go-pgbouncer "$WORK/go-session-example"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example go-pgbouncer "$WORK/go-primitives-example"
     fi
+    WATCHERS+=(go)
     CLIENTS_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=go- run_program go "$WORK/go-test"
 }
 
@@ -331,6 +521,8 @@ node_tests() {
         DATABASE_URL=$PGBOUNCER_CONNINFO run_session_example node-pgbouncer node "$app/session-example.js"
         DATABASE_URL=$PGBOUNCER_CONNINFO run_primitives_example node-pgbouncer node "$app/primitives-example.js"
     fi
+    extract_example clients/node/README.md js 4 >"$app/watch-example.js"
+    WATCHERS+=(node)
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$CLIENTS_ADMIN CLIENTS_PREFIX=node- \
         run_program node node "$app/node_test.js"
 }
@@ -347,10 +539,11 @@ java_tests() {
     extract_example clients/java/README.md java >"$WORK/java/example/Example.java"
     extract_example clients/java/README.md java 2 >"$WORK/java/example/SessionExample.java"
     extract_example clients/java/README.md java 3 >"$WORK/java/example/PrimitivesExample.java"
+    extract_example clients/java/README.md java 4 >"$WORK/java/example/WatchExample.java"
     if ! { javac -Xlint:all -Werror -cp "$jdbc" -d "$WORK/java/lint" clients/java/src/main/java/pglease/*.java &&
             javac -cp "$jar:$jdbc" -d "$classes" test/clients/java/*.java &&
             javac -cp "$jar:$jdbc" -d "$WORK/java/example" "$WORK/java/example/Example.java" "$WORK/java/example/SessionExample.java" \
-                "$WORK/java/example/PrimitivesExample.java"; } >"$WORK/javac.log" 2>&1; then
+                "$WORK/java/example/PrimitivesExample.java" "$WORK/java/example/WatchExample.java"; } >"$WORK/javac.log" 2>&1; then
         report 1 "java: the README's install builds pglease.jar; the helper (-Xlint:all -Werror), its tests and the README's example compile" "$(cat "$WORK/javac.log")"
         return
     fi
@@ -361,6 +554,7 @@ java_tests() {
     DATABASE_URL=$keywords run_example java java -cp "$WORK/java/example:$jar:$jdbc" Example
     DATABASE_URL=$keywords run_session_example java java -cp "$WORK/java/example:$jar:$jdbc" SessionExample
     DATABASE_URL=$keywords run_primitives_example java java -cp "$WORK/java/example:$jar:$jdbc" PrimitivesExample
+    WATCHERS+=(java)
     CLIENTS_CONNINFO=$url CLIENTS_KEYWORD_CONNINFO=$keywords CLIENTS_PREFIX=java- \
         run_program java java -cp "$classes:$jar:$jdbc" clientstest.ClientsTest
 }
@@ -393,6 +587,15 @@ for language in $LANGUAGES; do
     esac
     echo "# $language: $((SECONDS - step_started)) s"
 done
+
+# The watch examples of the steps that built one, all at once: one partition
+# whose connections survive, one whose connections break.
+if [ ${#WATCHERS[@]} -gt 0 ]; then
+    step_started=$SECONDS
+    watch_partition HUP
+    watch_partition USR2
+    echo "# watch: $((SECONDS - step_started)) s"
+fi
 
 echo "# $((SECONDS - start_seconds)) s"
 report_summary clients

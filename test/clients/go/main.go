@@ -610,6 +610,9 @@ func main() {
 		{"values", testValues},
 		{"session primitives", testSessionPrimitives},
 		{"primitives bad input", testPrimitivesBadInput},
+		{"watch since", testWatchSince},
+		{"watch bad input", testWatchBadInput},
+		{"watch server error", testWatchServerError},
 		{"zombie", testZombie},
 		{"outage", testOutage},
 	}

@@ -502,10 +502,10 @@ public final class ClientsTest {
                 ClientsTest::testHeartbeat, ClientsTest::testFence, ClientsTest::testRevoked,
                 Primitives::testSemaphore, Primitives::testSemaphoreRevoked, Primitives::testShared, Primitives::testAcquireAll,
                 Primitives::testValues, Primitives::testSessionPrimitives, Primitives::testPrimitivesBadInput,
-                ClientsTest::testZombie, ClientsTest::testOutage};
+                WatchTest::testWatchSince, WatchTest::testWatchBadInput, WatchTest::testWatchServerError, ClientsTest::testZombie, ClientsTest::testOutage};
         String[] names = {"acquire", "not acquired", "waiter woken", "errors", "bad input", "connection strings", "session", "pool",
             "heartbeat", "fence", "revoked", "semaphore", "semaphore revoked", "shared", "acquire all", "values",
-            "session primitives", "primitives bad input", "zombie", "outage"};
+            "session primitives", "primitives bad input", "watch since", "watch bad input", "watch server error", "zombie", "outage"};
         for (int i = 0; i < tests.length; i++) {
             try {
                 tests[i].run();
