@@ -8,8 +8,6 @@
 #include "store_relations.hpp"
 #include "store_spi.hpp"
 
-#include <algorithm>
-
 namespace lease {
 
 namespace {
@@ -122,31 +120,20 @@ int by_token(const void* a, const void* b)
 
 namespace {
 
-struct LiveHolders {
-    TimestampTz now;
-    const int64* live_sessions;  // sorted
-    int live_count;
-    int64 live;
-};
-
 void count_live_holder(HeapTuple row, TupleDesc columns, void* context)
 {
     Datum values[holders_column_session];
     bool nulls[holders_column_session];
     deform_columns(row, columns, holders_column_session, values, nulls);
-    LiveHolders* const count = static_cast<LiveHolders*>(context);
-    if (nulls[holders_column_session - 1])
-        count->live += DatumGetTimestampTz(values[holders_column_expires_at - 1]) > count->now;
-    else
-        count->live += std::binary_search(count->live_sessions, count->live_sessions + count->live_count,
-                                          DatumGetInt64(values[holders_column_session - 1]));
+    count_if_live(static_cast<LiveGrants*>(context), nulls[holders_column_session - 1],
+                  values[holders_column_session - 1], values[holders_column_expires_at - 1]);
 }
 
 }  // namespace
 
 int64 store_count_live_holders(TimestampTz now, const int64* live_sessions, int live_count)
 {
-    LiveHolders count = {now, live_sessions, live_count, 0};
+    LiveGrants count = {now, live_sessions, live_count, 0};
     scan_visible_rows(lease_relations().oids[rel_holders], count_live_holder, &count);
     return count.live;
 }

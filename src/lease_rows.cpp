@@ -4,8 +4,6 @@
 #include "store_relations.hpp"
 #include "store_spi.hpp"
 
-#include <algorithm>
-
 namespace lease {
 
 namespace {
@@ -157,13 +155,6 @@ LeaseState read_latest(const text* name)
 
 namespace {
 
-struct LiveGrants {
-    TimestampTz now;
-    const int64* live_sessions;  // sorted
-    int live_count;
-    int64 live;
-};
-
 void count_live_lease(HeapTuple row, TupleDesc columns, void* context)
 {
     // A free row, or a name's mark for its holders, has no owner: its other
@@ -173,12 +164,8 @@ void count_live_lease(HeapTuple row, TupleDesc columns, void* context)
     Datum values[leases_column_session];
     bool nulls[leases_column_session];
     deform_columns(row, columns, leases_column_session, values, nulls);
-    LiveGrants* const count = static_cast<LiveGrants*>(context);
-    if (nulls[leases_column_session - 1])
-        count->live += DatumGetTimestampTz(values[leases_column_expires_at - 1]) > count->now;
-    else
-        count->live += std::binary_search(count->live_sessions, count->live_sessions + count->live_count,
-                                          DatumGetInt64(values[leases_column_session - 1]));
+    count_if_live(static_cast<LiveGrants*>(context), nulls[leases_column_session - 1],
+                  values[leases_column_session - 1], values[leases_column_expires_at - 1]);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "primary_key_scan.hpp"
 
+#include <algorithm>
+
 namespace lease {
 
 KeyScan open_for_key_read(Oid table_id, const char* table_name)
@@ -101,6 +103,15 @@ text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc)
     bool isnull;
     const Datum value = heap_getattr(row, column, desc, &isnull);
     return isnull ? nullptr : DatumGetTextPCopy(value);
+}
+
+void count_if_live(LiveGrants* count, bool outside_session, Datum session, Datum expires_at)
+{
+    if (outside_session)
+        count->live += DatumGetTimestampTz(expires_at) > count->now;
+    else
+        count->live += std::binary_search(count->live_sessions, count->live_sessions + count->live_count,
+                                          DatumGetInt64(session));
 }
 
 }  // namespace lease

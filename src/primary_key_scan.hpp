@@ -44,4 +44,20 @@ void deform_columns(HeapTuple row, TupleDesc columns, int count, Datum* values, 
 
 text* copy_text_attribute(HeapTuple row, AttrNumber column, TupleDesc desc);
 
+// A count of the live grants among the rows of lease.leases or lease.holders
+// (store_count_live_leases, store_count_live_holders): the context of their
+// visitors.
+struct LiveGrants {
+    TimestampTz now;
+    const int64* live_sessions;  // sorted
+    int live_count;
+    int64 live;
+};
+
+// Counts one grant of either table, by its session and expires_at columns, if
+// it is live as lease.status decides state held: a grant outside a session
+// until its expiry, one in a session while that session is among
+// live_sessions.
+void count_if_live(LiveGrants* count, bool outside_session, Datum session, Datum expires_at);
+
 }  // namespace lease

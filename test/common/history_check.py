@@ -4,8 +4,8 @@
     python3 test/common/history_check.py [--slack-ms 1] [--lossy] LOG...
     python3 test/common/history_check.py --self-test
 
-Every client of test/chaos, test/fleet and test/ha (and of test/netfault's
-plain and writer cases) logs each call it completed, one line per call; this checks those logs against the
+Every client of test/chaos, test/fleet, test/ha and test/netfault logs each
+call it completed, one line per call; this checks those logs against the
 guarantees of docs/concepts.md ("Guarantees") from the clients' side alone.
 The format, the properties and why each is sound are in docs/operations.md
 ("The history checker"); in short:

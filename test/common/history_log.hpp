@@ -1,6 +1,6 @@
 // test/common/history_log.hpp: the client call log that
-// test/common/history_check.py checks (test/chaos, test/fleet, test/ha; the
-// shell clients of test/netfault write the same lines). One line per
+// test/common/history_check.py checks (test/chaos, test/fleet, test/ha;
+// test/netfault writes the same lines from the shell). One line per
 // completed call, tab-separated:
 //
 //   client call name result token invoke_us complete_us ttl_ms valid_until_us

@@ -29,12 +29,15 @@
 #              transaction's row never appears, even when the writer sends
 #              COMMIT after the link returns
 #
-# The plain and writer cases log every grant and write their clients made (the
-# holder's grant with the expiry the server gave it, its command's writes, the
-# takeover, the zombie write) to $WORK/history.log, and the history checker
-# (test/common/history_check.py, docs/operations.md "The history checker")
-# checks it at the end. The helper and bound cases log nothing: their grants
-# and heartbeats happen inside pg_lease and the helpers.
+# Every case logs the grants and writes its clients made to $WORK/history.log,
+# and the history checker (test/common/history_check.py, docs/operations.md
+# "The history checker") checks it at the end: the holder's grant (with the
+# expiry the server gave it by the cut; for a bound lease, until its session's
+# expiry or its backend's last sight holding the session's lock, whichever is
+# first), its writes (the plain holder's command's, the helper's first fenced
+# write and its zombie write after the heal, the writer's cut transaction), and
+# the takeover. Heartbeats and keepalives happen inside pg_lease and the
+# helpers and are not logged (they only extend a grant).
 #
 # LEASE_NETFAULT_CASES (default "plain helpers bound writers") picks the cases.
 # Short mode (scripts/test): 2 trials per setting, one partition of each
@@ -195,6 +198,29 @@ CREATE TABLE nf_work (
 );
 CREATE TRIGGER nf_work_fence BEFORE INSERT OR UPDATE OR DELETE ON nf_work
     FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('{lease_name}');
+-- nf_lock_seen(SESSION, PID, UNTIL): polls pg_locks every 50 ms while
+-- backend PID holds bound session SESSION's lock (advisory, objsubid 19522)
+-- and the time is before UNTIL; returns the last time (microseconds since
+-- the epoch) read just before a poll that found it held, NULL if none did.
+CREATE FUNCTION nf_lock_seen(session bigint, backend int, until timestamptz) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    at bigint;
+    seen bigint;
+BEGIN
+    LOOP
+        at := (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_locks
+                               WHERE locktype = 'advisory' AND classid = (session >> 32)::oid
+                                 AND objid = (session & 4294967295)::oid AND objsubid = 19522
+                                 AND pid = backend AND granted);
+        seen := at;
+        EXIT WHEN clock_timestamp() >= until;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN seen;
+END
+$$;
 SQL
 in_net 1 psql -X -A -t -c 'SELECT 1' >/dev/null 2>&1 || fail_setup "a client in namespace lnf-1 cannot reach the server over its veth pair"
 
@@ -356,27 +382,38 @@ bound_trial() {
         poll_until 5 grep -q listening "$WORK/proxy-$k.log"
         target_port=$PROXY_PORT
     fi
+    local started
+    started=$(now_us)
     (
         ip netns exec "lnf-$k" env PGHOST="$target_host" PGPORT="$target_port" PGUSER=postgres PGDATABASE=postgres PGOPTIONS="$options" \
             "$PG_LEASE" run "$name" --bind --ttl "${BOUND_TTL_MS}ms" --owner "old-$name" -- sleep 600 >"$WORK/$name.holder.log" 2>&1
         echo "$? $(now_ms)" >"$WORK/$name.exit"
     ) &
     BG_PIDS+=($!)
-    local held=
+    local held= held_by
     poll_until 10 lease_held "$name"
     held=$(sql -c "SELECT token FROM lease.leases WHERE name = '$name' AND owner = 'old-$name'")
+    held_by=$(now_us)
     if [ -z "$held" ]; then
         echo "- FAIL the holder did not get the lease: $(tail -2 "$WORK/$name.holder.log" | tr '\n' ' ')" >>"$WORK/bound-$k.results"
         return
     fi
     sleep 1
+    local waited
+    waited=$(now_us)
     waiter "$name" "$WORK/$name.new"
     poll_until 5 lease_waited "$name"
-    local pid session_expires cut
+    local session pid session_expires session_expires_us cut
     if [ "$how" = stall ]; then kill -STOP "$proxy_pid"; else net_cut "$k"; fi
     cut=$(now_ms)
-    IFS='|' read -r pid session_expires < <(sql -c "SELECT s.bound_pid, (extract(epoch FROM s.expires_at) * 1000)::bigint
+    IFS='|' read -r session pid session_expires session_expires_us < <(sql -c "SELECT s.id, s.bound_pid,
+        (extract(epoch FROM s.expires_at) * 1000)::bigint, (extract(epoch FROM s.expires_at) * 1000000)::bigint
         FROM lease.sessions s WHERE s.owner = 'old-$name' ORDER BY s.id DESC LIMIT 1")
+    # How long the holder's backend kept its session's lock (nf_lock_seen),
+    # until the session's expiry at the cut at most: both bound the grant's
+    # life from below for the history log.
+    sql -c "SELECT nf_lock_seen($session, $pid, to_timestamp($session_expires_us / 1000000.0))" >"$WORK/$name.seen" 2>&1 &
+    BG_PIDS+=($!)
     wait_file $((BOUND_TTL_MS / 1000 + 10)) "$WORK/$name.new"
     wait_file 10 "$WORK/$name.exit"
     local new_token holder_rc holder_exit granted gone verdict=ok
@@ -399,6 +436,20 @@ bound_trial() {
         log_trial "bound $label $trial cut=$cut token=$held session_expires=$session_expires backend_exit=${gone:-alive} holder_exit=$holder_exit holder_rc=$holder_rc new_token=$new_token granted=$granted takeover_ms=$((granted - cut)) holder_stopped_ms=$((holder_exit - cut)) $verdict"
         echo "$((granted - cut)) $((holder_exit - cut)) $verdict" >>"$WORK/bound-$k.results"
     fi
+    # The history log: the holder's grant, live at least while its session had
+    # not expired and its backend held the session's lock (a bound lease's
+    # life, docs/concepts.md); its keepalives happen inside pg_lease (they only
+    # extend it), it never releases (it exits 79). Then the takeover.
+    local seen valid_until
+    wait_file 5 "$WORK/$name.seen"
+    seen=$(head -1 "$WORK/$name.seen")
+    if [[ $seen =~ ^[0-9]+$ ]]; then
+        valid_until=$((seen < session_expires_us ? seen : session_expires_us))
+    else
+        valid_until=-
+    fi
+    history_line "old-$name" acquire "$name" granted "$held" "$started" "$held_by" - "$valid_until"
+    log_takeover "$name" "$WORK/$name.new" "$waited"
     if [ "$how" = stall ]; then kill -CONT "$proxy_pid"; kill "$proxy_pid"; else net_restore "$k"; fi
     wait_file 5 "$WORK/$name.exit"
 }
@@ -606,16 +657,28 @@ helper_case() {
         exec {fd}>&-
         return
     fi
-    local token cut expires lost new_token granted
-    token=$(awk '$1 == "held" { print $2 }' "$out")
+    local token acquire_invoke acquire_complete write_invoke write_complete cut expires lost new_token granted
+    read -r _ token acquire_invoke acquire_complete write_invoke write_complete < <(grep -m1 '^held ' "$out")
     sleep 1.5
     net_cut "$k"
     cut=$(now_ms)
+    # The holder's grant for the history log, with the expiry its heartbeats
+    # gave it by the cut (read before anyone can take over, as in the plain
+    # case); its heartbeats and its last release happen inside the helper and
+    # are not logged: unlogged heartbeats only make the stale-write check
+    # stricter, and the release comes after the zombie write below.
+    local holder_expires waited
+    holder_expires=$(sql -c "SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM lease.leases
+                              WHERE name = '$name' AND token = $token")
+    history_line "old-$name" acquire "$name" granted "$token" "$acquire_invoke" "$acquire_complete" 3000 "${holder_expires:--}"
+    history_line "old-$name" write "$name" ok "$token" "$write_invoke" "$write_complete"
+    waited=$(now_us)
     waiter "$name" "$WORK/$name.new"
     sleep 0.3
     expires=$(ms "(SELECT expires_at FROM lease.leases WHERE name = '$name')")
     poll_until 10 grep -q '^lost ' "$out"
     wait_file 10 "$WORK/$name.new"
+    log_takeover "$name" "$WORK/$name.new" "$waited"
     lost=$(awk '$1 == "lost" { print $2 }' "$out")
     read -r new_token _ <"$WORK/$name.new"
     granted=$(grant_ms "$name" "${new_token:-0}")
@@ -631,6 +694,16 @@ helper_case() {
     echo restored >&$fd
     exec {fd}>&-
     poll_until 20 grep -qE '^(fenced|written|error)' "$out"
+    # The zombie write: any failure but the fence's may have been a
+    # connection lost at its COMMIT.
+    local outcome zombie_invoke zombie_complete
+    read -r outcome zombie_invoke zombie_complete _ < <(grep -m1 -E '^(fenced|written|error) ' "$out")
+    case $outcome in
+    fenced) outcome=LF001 ;;
+    written) outcome=ok ;;
+    *) outcome=unknown ;;
+    esac
+    [ -n "$zombie_complete" ] && history_line "old-$name" write "$name" "$outcome" "$token" "$zombie_invoke" "$zombie_complete"
     local late
     late=$(sql -c "SELECT count(*) FROM nf_work WHERE lease_name = '$name' AND fence_token = $token
                      AND written_at >= to_timestamp($expires / 1000.0)")
@@ -679,10 +752,16 @@ for c in $CASES; do
 done
 finish_plain
 
-# (Only the plain and writer cases log calls: without them there is nothing to check.)
+# A failing log is kept for a rerun of the checker.
 if [ -s "$HISTORY_LOG" ]; then
     history_out=$("$PYTHON3" test/common/history_check.py "$HISTORY_LOG" 2>&1)
-    report $? "history checker over the calls of the plain and writer cases' clients: ${history_out%%$'\n'*}" "$history_out"
+    history_rc=$?
+    if [ $history_rc != 0 ]; then
+        kept=$(mktemp /tmp/lease-netfault-history.XXXXXX)
+        cp "$HISTORY_LOG" "$kept"
+        history_out+=$'\n'"log kept: $kept"
+    fi
+    report $history_rc "history checker over the calls of the cases' clients ($CASES): ${history_out%%$'\n'*}" "$history_out"
 fi
 
 echo "# $((SECONDS - start_seconds)) s"

@@ -15,12 +15,15 @@
 # transactions older than most of the storm commit after the heal while 100
 # younger events come live. Either way the watcher's output must be exactly
 # the rows of lease.history since it started, in the order of their
-# positions, each once, with the same fields. Also: `--since POSITION` and `--since TIME`
+# positions, each once, with the same fields. The Python helper's README
+# example is partitioned for 16 s: its watch must replace the silent
+# connection during the cut (the proxy still acknowledges the bytes, so only
+# its 10 s answer limit ends it). Also: `--since POSITION` and `--since TIME`
 # replay and continue live, and a bad --since is a usage error.
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
 # path). Prints TAP-style lines and "watch: P passed, F failed"; exits
-# non-zero on any failure. About 65 s; the partition whose connection survives
+# non-zero on any failure. About 70 s; the partition whose connection survives
 # runs only with LEASE_WATCH_FULL=1 (about 90 s): CI's budget keeps the one
 # whose connection breaks, the harder case (the helpers' watches in
 # test/clients cover both).
@@ -46,8 +49,9 @@ cluster_start || exit 1
 trap suite_cleanup EXIT
 sql -c "CREATE EXTENSION lease"
 
-# The proxy's port: the cluster's port plus 1000, on the loopback interface.
-PROXY_PORT=$((PGPORT + 1000))
+# The proxy's port: LEASE_WATCH_PROXY_PORT, by default the cluster's port plus
+# 1000, on the loopback interface.
+PROXY_PORT=${LEASE_WATCH_PROXY_PORT:-$((PGPORT + 1000))}
 python3 -u test/watch/proxy.py "$PROXY_PORT" "$PGHOST/.s.PGSQL.$PGPORT" >"$WORK/proxy.out" 2>&1 &
 proxy=$!
 BG_PIDS+=("$proxy")
@@ -155,13 +159,17 @@ ready_seen() {
     poll_until 1 file_has "$2" "ready-$1"
 }
 
-# partition_scenario TAG HEAL_SIGNAL DESCRIPTION [python]: pg_lease watch, or
-# the Python helper's README example.
+# partition_scenario TAG HEAL_SIGNAL DESCRIPTION [python [CUT]]: pg_lease
+# watch, or the Python helper's README example, partitioned for CUT seconds
+# (default 10). From 16 s on, the watcher must also have replaced its silent
+# connection before the heal: the proxy still acknowledges its bytes, so only
+# the answer limit of 10 s after a horizon call (sent at most 5 s into the
+# cut) ends it.
 partition_scenario() {
-    local tag=$1 heal=$2 description=$3 route=${4:-cli} out=$WORK/watch-$1.out watcher started ready lagging
-    # A listener that reads nothing for 25 s holds the notification queue
-    # back, as a slow watcher would.
-    sql -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(25)" >/dev/null &
+    local tag=$1 heal=$2 description=$3 route=${4:-cli} cut=${5:-10} out=$WORK/watch-$1.out watcher started ready lagging
+    # A listener that reads nothing for the cut + 15 s holds the notification
+    # queue back, as a slow watcher would.
+    sql -c "SELECT lease.listen_events()" -c "SELECT pg_sleep($((cut + 15)))" >/dev/null &
     lagging=$!
     BG_PIDS+=("$lagging")
     if [ "$route" = python ]; then
@@ -182,17 +190,19 @@ partition_scenario() {
     kill -USR1 "$proxy"
     # Transactions older than most of the storm that commit after the heal,
     # while younger events keep coming live: a transaction that took its ID
-    # at the start and writes its event 13 s later, and one whose events wait
-    # 12 s for its commit.
+    # at the start and writes its event 3 s after the heal, and one whose
+    # events wait until 2 s after it for its commit.
     local late=()
-    sql -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(13);
+    sql -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep($((cut + 3)));
             SELECT lease.lease_acquire('late-old-id-$tag', 'slow', '1 hour'); COMMIT;" >/dev/null &
     late+=($!)
-    sql -c "BEGIN; SELECT lease.lease_acquire('late-held-$tag', 'held', '1 hour'); SELECT pg_sleep(12);
+    sql -c "BEGIN; SELECT lease.lease_acquire('late-held-$tag', 'held', '1 hour'); SELECT pg_sleep($((cut + 2)));
             SELECT lease.lease_acquire('late-held-$tag', 'held', '1 hour'); COMMIT;" >/dev/null &
     late+=($!)
     storm "$tag"
-    sleep "$(awk -v s="$started" -v n="$(now_ms)" 'BEGIN { d = 10 - (n - s) / 1000; print (d > 0 ? d : 0) }')"
+    sleep "$(awk -v s="$started" -v n="$(now_ms)" -v c="$cut" 'BEGIN { d = c - (n - s) / 1000; print (d > 0 ? d : 0) }')"
+    local replaced=1
+    grep -q "pglease: watch: connection lost" "$WORK/watch-$tag.err" && replaced=0
     kill "-$heal" "$proxy"
     local healed_ms=$(now_ms)
     writer "$tag-after" 50
@@ -206,6 +216,10 @@ partition_scenario() {
     [ "$(wc -l <"$WORK/expected")" -ge 1000 ] && ! [ -s "$WORK/storm-errors" ]
     report $? "$tag: the partition saw 1,000 and more events, expire_due() expired 200 at once" \
         "$(wc -l <"$WORK/expected") events; $(cat "$WORK/storm-errors" 2>/dev/null)"
+    if [ "$cut" -ge 16 ]; then
+        report $replaced "$tag: the watcher replaced its silent connection during the cut (no answer within 10 s)" \
+            "$(cat "$WORK/watch-$tag.err")"
+    fi
     if [ "$route" = python ]; then
         sql -c "SELECT lease.lease_acquire('stop-watching', 'test', '1 hour')" >/dev/null
     else
@@ -247,7 +261,7 @@ python_install() {
 PYTHON=$WORK/python-app/venv/bin/python
 if python_install; then
     partition_scenario python USR2 \
-        "the Python helper's watch (its README example) partitioned for 10 s, its connection broken, sees every event once, in history order" python
+        "the Python helper's watch (its README example) partitioned for 16 s behind a proxy that still acknowledges its bytes, its connections broken at the heal, sees every event once, in history order" python 16
     (cd "$WORK" && "$PYTHON" -c 'import pglease
 try:
     next(pglease.watch("dbname=x", since="garbage"))

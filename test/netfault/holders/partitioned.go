@@ -1,5 +1,5 @@
 // A client helper's lease holder for test/netfault/run.sh (Go); see
-// partitioned.py for what it prints.
+// partitioned.py for what it prints (times: the wall clock in microseconds).
 package main
 
 import (
@@ -25,11 +25,13 @@ func main() {
 		fmt.Println("error", err)
 		return
 	}
+	acquireInvoke := time.Now().UnixMicro()
 	lease, leaseCtx, err := pglease.Hold(context.Background(), config, name, pglease.Options{TTL: time.Duration(ttl) * time.Millisecond})
 	if err != nil {
 		fmt.Println("error", err)
 		return
 	}
+	acquireComplete := time.Now().UnixMicro()
 	defer lease.Release() //nolint:errcheck // lost by then
 	write := func(note string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -44,21 +46,26 @@ func main() {
 			return err
 		})
 	}
+	writeInvoke := time.Now().UnixMicro()
 	if err := write("held"); err != nil {
 		fmt.Println("error", err)
 		return
 	}
-	fmt.Println("held", lease.Token())
+	fmt.Println("held", lease.Token(), acquireInvoke, acquireComplete, writeInvoke, time.Now().UnixMicro())
 	select {
 	case <-leaseCtx.Done():
 		fmt.Println("lost", time.Now().UnixMilli())
 	case <-time.After(30 * time.Second):
 	}
 	bufio.NewReader(os.Stdin).ReadString('\n') //nolint:errcheck // any line, or the end
+	writeInvoke = time.Now().UnixMicro()
 	err = write("zombie")
-	if pglease.IsFenced(err) {
-		fmt.Println("fenced")
-	} else {
-		fmt.Println("written", err)
+	switch writeComplete := time.Now().UnixMicro(); {
+	case err == nil:
+		fmt.Println("written", writeInvoke, writeComplete)
+	case pglease.IsFenced(err):
+		fmt.Println("fenced", writeInvoke, writeComplete)
+	default:
+		fmt.Println("error", writeInvoke, writeComplete, err)
 	}
 }

@@ -852,10 +852,50 @@ _EVENTS_AFTER = (
 _POSITION = re.compile(r"([0-9]+)/([0-9]+)")
 # While events wait for their horizon, how often to ask for it; while nothing
 # happens, how often to ask anyway (a partitioned connection shows itself by
-# not answering), and how long an answer may take (TCP's own limit).
+# not answering), and how long an answer may take: for TCP itself
+# (tcp_user_timeout), for connecting (connect_timeout), and for every call but
+# the first horizon, which waits for the transactions in progress (a stalled
+# server or relay that still acknowledges the bytes; _answer_within).
 _HORIZON_INTERVAL = 0.05
 _PROBE_INTERVAL = 5.0
 _ANSWER_TIMEOUT_MS = 10000
+
+
+@contextlib.contextmanager
+def _answer_within(conn: psycopg.Connection, seconds: float) -> Iterator[None]:
+    """Breaks conn if the calls made inside take longer than seconds. psycopg
+    has no deadline for a call, and a stalled peer whose kernel still
+    acknowledges the bytes defeats TCP's: a timer thread shuts the socket down
+    (through a duplicate of its descriptor, so that libpq's stays open and
+    its own), libpq reads the end of the connection, and the call raises
+    OperationalError."""
+    lock = threading.Lock()
+    state = {"done": False, "expired": False}
+
+    def expire() -> None:
+        with lock:
+            if state["done"]:
+                return
+            state["expired"] = True
+            try:
+                with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, psycopg.Error):
+                pass  # closed already: the call fails anyway
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except psycopg.OperationalError as error:
+        if state["expired"]:
+            raise psycopg.OperationalError(f"no answer from the server within {seconds:g} s") from error
+        raise
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
 
 
 class Event(NamedTuple):
@@ -903,6 +943,8 @@ def watch(conninfo: str, *, since: Union[str, datetime, None] = None, reconnect_
     params = conninfo_to_dict(conninfo)
     # An answer that does not come (a partition) breaks the connection.
     extra = {} if "tcp_user_timeout" in params else {"tcp_user_timeout": _ANSWER_TIMEOUT_MS}
+    if "connect_timeout" not in params:
+        extra["connect_timeout"] = _ANSWER_TIMEOUT_MS // 1000
     state = {"resume": resume, "since_time": since_time}
     while True:
         try:
@@ -923,7 +965,9 @@ def _watch_connection(conn: psycopg.Connection, state: dict) -> Iterator[Event]:
             return  # shown already
         pending.setdefault(key, event)
 
-    conn.execute(_LISTEN)
+    answer_limit = _ANSWER_TIMEOUT_MS / 1000
+    with _answer_within(conn, answer_limit):
+        conn.execute(_LISTEN)
     # Writers that looked for a watcher before this one listened sent
     # nothing: wait for them, so that the replay has their events.
     horizon = int(conn.execute(_HORIZON, (True,)).fetchone()[0])
@@ -931,9 +975,9 @@ def _watch_connection(conn: psycopg.Connection, state: dict) -> Iterator[Event]:
         state["resume"] = (horizon, 0)
     after = state["resume"] or (0, 0)
     since = None if state["resume"] is not None else state["since_time"]
-    for xid, ordinal, event, name, token, owner, session in conn.execute(
-        _EVENTS_AFTER, {"since": since, "xid": str(after[0]), "ordinal": after[1]}
-    ):
+    with _answer_within(conn, answer_limit):
+        replay = conn.execute(_EVENTS_AFTER, {"since": since, "xid": str(after[0]), "ordinal": after[1]}).fetchall()
+    for xid, ordinal, event, name, token, owner, session in replay:
         pend((int(xid), ordinal), Event(event, name, token, owner, session, f"{xid}/{ordinal}", None, True))
     requested = True
     last_call = time.monotonic()
@@ -967,6 +1011,7 @@ def _watch_connection(conn: psycopg.Connection, state: dict) -> Iterator[Event]:
                 while (n := conn.pgconn.notifies()) is not None:
                     received.append((n.relname.decode(), n.extra.decode()))
                 continue
-        conn.execute(_HORIZON, (False,))
+        with _answer_within(conn, answer_limit):
+            conn.execute(_HORIZON, (False,))
         requested = True
         last_call = time.monotonic()
