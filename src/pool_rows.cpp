@@ -354,9 +354,14 @@ void store_pool_unassign_name(const text* name)
     finish_as_caller(caller);
 }
 
-// pool_unassign_session($1 session)
+// pool_unassign_session($1 session): in each pool the session claimed in
+// (its pool_claimers rows go only with its lease.sessions row), so that
+// pool_resources_claim finds its resources.
 constexpr StoredQuery query_pool_unassign_session = {
-    "WITH r AS (UPDATE lease.pool_resources SET session = NULL WHERE session OPERATOR(pg_catalog.=) $1"
+    "WITH r AS (UPDATE lease.pool_resources SET session = NULL"
+    "            WHERE pool OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.pool FROM lease.pool_claimers AS c"
+    "                                                          WHERE c.session OPERATOR(pg_catalog.=) $1))"
+    "              AND session OPERATOR(pg_catalog.=) $1"
     "           RETURNING pool),"
     "     n AS (SELECT pool, pg_catalog.count(*) AS n FROM r GROUP BY pool)"
     " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) n.n FROM n"
