@@ -8,8 +8,10 @@ namespace lease {
 
 // Every statement that changes a resource's session changes its old and
 // new session's held count in lease.pool_claimers by as much, in the same
-// statement: held is the number of the pool's resources whose session the
-// claimer is (test: sql/pools_held.sql).
+// statement, but for a claim, which counts its grants and takeovers and
+// records them all in one statement before it returns (so a claim updates
+// its claimer row once): held is the number of the pool's resources whose
+// session the claimer is (test: sql/pools_held.sql).
 
 // pool_put($1 pool, $2 name, $3 state): true when new, false when
 // replaced, no row when the name belongs to another pool.
@@ -71,26 +73,6 @@ bool store_pool_remove(const text* pool, const text* name)
     return removed;
 }
 
-// pool_touch_claimer($1 pool, $2 session, $3 now): what the session holds
-// in the pool. The row stays locked until the claim commits. An update first:
-// the upsert below locks an existing row before it updates it, one more WAL
-// record per claim.
-constexpr StoredQuery query_pool_touch_claimer = {
-    "UPDATE lease.pool_claimers SET claimed_at = $3"
-    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
-    " RETURNING held",
-    3,
-    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
-
-// pool_add_claimer($1 pool, $2 session, $3 now): the same for the session's
-// first claim in the pool (or a row inserted meanwhile).
-constexpr StoredQuery query_pool_add_claimer = {
-    "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
-    " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at"
-    " RETURNING held",
-    3,
-    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
-
 // pool_held($1 pool, $2 session)
 constexpr StoredQuery query_pool_held = {
     "SELECT held FROM lease.pool_claimers"
@@ -131,23 +113,17 @@ constexpr StoredQuery query_pool_dead_claimers = {
     2,
     {TEXTOID, TIMESTAMPTZOID}};
 
-PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch)
+PoolView store_pool_view(const text* pool, int64 session, TimestampTz now)
 {
     PoolView view = {0, 0, nullptr, nullptr, 0, nullptr, nullptr, 0};
     Datum pool_now[2] = {PointerGetDatum(pool), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
     bool isnull;
-    if (touch) {
-        Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
-        run(query_pool_touch_claimer, claimer, nullptr, false);
-        if (SPI_processed == 0)
-            run(query_pool_add_claimer, claimer, nullptr, false);
-        view.held = first_int8();
-    } else {
-        Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
-        run(query_pool_held, held, nullptr, true);
-        view.held = SPI_processed == 1 ? first_int8() : 0;
-    }
+    // Read as of now, not as of the calling statement's start: a claim that
+    // waited for the session's claimer lock counts what the last one granted.
+    Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
+    run(query_pool_held, held, nullptr, true, true);
+    view.held = SPI_processed == 1 ? first_int8() : 0;
     run(query_pool_count, pool_now, nullptr, true);
     view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
     run(query_pool_claimers, pool_now, nullptr, true);
@@ -297,26 +273,62 @@ bool store_pool_lock_lease_row(const text* name, int64 token)
     return locked;
 }
 
-// pool_assign($1 name, $2 session, $3 its previous session or NULL),
-// with the row locked by the claim since pool_free or pool_orphaned.
+// pool_assign($1 name, $2 session), with the row locked by the claim since
+// pool_free or pool_orphaned.
 constexpr StoredQuery query_pool_assign = {
-    "WITH r AS (UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1"
-    "           RETURNING pool)"
-    " UPDATE lease.pool_claimers AS c"
-    "    SET held = c.held OPERATOR(pg_catalog.+)"
-    "               CASE WHEN c.session OPERATOR(pg_catalog.=) $2 THEN 1 ELSE -1 END"
-    "   FROM r"
-    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool"
-    "    AND (c.session OPERATOR(pg_catalog.=) $2 OR c.session OPERATOR(pg_catalog.=) $3)",
-    3,
-    {TEXTOID, INT8OID, INT8OID}};
+    "UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1",
+    2,
+    {TEXTOID, INT8OID}};
 
-void store_pool_assign(const text* name, int64 session, int64 previous)
+void store_pool_assign(const text* name, int64 session)
 {
-    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(session), Int64GetDatum(previous)};
-    const char nulls[3] = {' ', ' ', previous != 0 ? ' ' : 'n'};
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(session)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_pool_assign, values, nulls, false);
+    run(query_pool_assign, values, nullptr, false);
+    finish_as_caller(caller);
+}
+
+// pool_record_claim($1 pool, $2 session, $3 now, $4 granted). An update
+// first: the upsert below locks an existing row before it updates it, one
+// more WAL record per claim.
+constexpr StoredQuery query_pool_record_claim = {
+    "UPDATE lease.pool_claimers SET claimed_at = $3, held = held OPERATOR(pg_catalog.+) $4"
+    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
+    4,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID}};
+
+// pool_add_claimer($1 pool, $2 session, $3 now, $4 granted): the same for
+// the session's first claim in the pool.
+constexpr StoredQuery query_pool_add_claimer = {
+    "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at, held) VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT (pool, session) DO UPDATE"
+    "  SET claimed_at = EXCLUDED.claimed_at, held = c.held OPERATOR(pg_catalog.+) EXCLUDED.held",
+    4,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID}};
+
+// pool_took_over($1 pool, $2 ended sessions, $3 resources taken from each)
+constexpr StoredQuery query_pool_took_over = {
+    "UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) t.n"
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS t (session, n)"
+    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.session OPERATOR(pg_catalog.=) t.session"
+    "   AND t.n OPERATOR(pg_catalog.>) 0",
+    3,
+    {TEXTOID, INT8ARRAYOID, INT8ARRAYOID}};
+
+void store_pool_record_claim(const text* pool, int64 session, TimestampTz now, int64 granted, const int64* ended,
+                             const int64* taken, int ended_count)
+{
+    Datum values[4] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now),
+                       Int64GetDatum(granted)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_record_claim, values, nullptr, false);
+    if (SPI_processed == 0)
+        run(query_pool_add_claimer, values, nullptr, false);
+    if (ended_count > 0) {
+        Datum took_over[3] = {PointerGetDatum(pool), PointerGetDatum(int8_array(ended, ended_count)),
+                              PointerGetDatum(int8_array(taken, ended_count))};
+        run(query_pool_took_over, took_over, nullptr, false);
+    }
     finish_as_caller(caller);
 }
 
