@@ -73,45 +73,29 @@ bool store_pool_remove(const text* pool, const text* name)
     return removed;
 }
 
-// pool_held($1 pool, $2 session)
-constexpr StoredQuery query_pool_held = {
-    "SELECT held FROM lease.pool_claimers"
-    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
-    2,
-    {TEXTOID, INT8OID}};
-
-// pool_count($1 pool)
-constexpr StoredQuery query_pool_count = {
-    "SELECT resources FROM lease.pools WHERE pool OPERATOR(pg_catalog.=) $1",
-    1,
-    {TEXTOID}};
-
-// pool_claimers($1 pool, $2 now): sessions that claimed within their ttl
-// and are open and unexpired (bound ones are checked by the caller),
-// with whether they are bound, in id order.
-constexpr StoredQuery query_pool_claimers = {
-    "SELECT c.session, s.bound_pid IS NOT NULL FROM lease.pool_claimers AS c"
-    "  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND s.closed_at IS NULL"
-    "   AND s.expires_at OPERATOR(pg_catalog.>) $2"
-    "   AND c.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) $2"
+// pool_view($1 pool, $2 now): the pool's size, and each session with a row
+// in lease.pool_claimers, in id order, with what it holds, whether it is
+// open and unexpired (NULL: its row is gone), whether it claimed within its
+// ttl, and whether it is bound (its backend is probed by the caller). One
+// statement for what took four.
+constexpr StoredQuery query_pool_view = {
+    "SELECT (SELECT p.resources FROM lease.pools AS p WHERE p.pool OPERATOR(pg_catalog.=) $1),"
+    "       c.session, c.held,"
+    "       s.closed_at IS NULL AND s.expires_at OPERATOR(pg_catalog.>) $2,"
+    "       c.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) $2,"
+    "       s.bound_pid IS NOT NULL"
+    "  FROM lease.pool_claimers AS c"
+    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
+    " WHERE c.pool OPERATOR(pg_catalog.=) $1"
     " ORDER BY c.session",
     2,
     {TEXTOID, TIMESTAMPTZOID}};
 
-// pool_dead_claimers($1 pool, $2 now): claimers that may have ended (bound
-// ones are checked by the caller) and hold resources, with whether they
-// are bound.
-constexpr StoredQuery query_pool_dead_claimers = {
-    "SELECT c.session, s.bound_pid IS NOT NULL AND s.closed_at IS NULL"
-    "                  AND s.expires_at OPERATOR(pg_catalog.>) $2"
-    "  FROM lease.pool_claimers AS c"
-    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.held OPERATOR(pg_catalog.>) 0"
-    "   AND (s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $2"
-    "        OR s.bound_pid IS NOT NULL)",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
+// pool_count($1 pool), for a pool without claimers.
+constexpr StoredQuery query_pool_count = {
+    "SELECT resources FROM lease.pools WHERE pool OPERATOR(pg_catalog.=) $1",
+    1,
+    {TEXTOID}};
 
 PoolView store_pool_view(const text* pool, int64 session, TimestampTz now)
 {
@@ -121,26 +105,41 @@ PoolView store_pool_view(const text* pool, int64 session, TimestampTz now)
     bool isnull;
     // Read as of now, not as of the calling statement's start: a claim that
     // waited for the session's claimer lock counts what the last one granted.
-    Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
-    run(query_pool_held, held, nullptr, true, true);
-    view.held = SPI_processed == 1 ? first_int8() : 0;
-    run(query_pool_count, pool_now, nullptr, true);
-    view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
-    run(query_pool_claimers, pool_now, nullptr, true);
-    view.claimer_count = static_cast<int>(SPI_processed);
-    view.claimers = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.claimer_count + 1)));
-    view.claimer_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.claimer_count + 1)));
-    for (int i = 0; i < view.claimer_count; ++i) {
-        view.claimers[i] = DatumGetInt64(result_value(i, 1, &isnull));
-        view.claimer_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
+    run(query_pool_view, pool_now, nullptr, true, true);
+    const int rows = static_cast<int>(SPI_processed);
+    view.claimers = static_cast<int64*>(SPI_palloc(sizeof(int64) * (rows + 1)));
+    view.claimer_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (rows + 1)));
+    view.ended = static_cast<int64*>(SPI_palloc(sizeof(int64) * (rows + 1)));
+    view.ended_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (rows + 1)));
+    for (int i = 0; i < rows; ++i) {
+        if (i == 0) {
+            const Datum resources = result_value(0, 1, &isnull);
+            view.resources = isnull ? 0 : DatumGetInt64(resources);
+        }
+        const int64 claimer = DatumGetInt64(result_value(i, 2, &isnull));
+        const int64 held = DatumGetInt64(result_value(i, 3, &isnull));
+        const Datum open_value = result_value(i, 4, &isnull);
+        const bool open = !isnull && DatumGetBool(open_value);
+        const Datum recent_value = result_value(i, 5, &isnull);
+        const bool claimed_recently = !isnull && DatumGetBool(recent_value);
+        const Datum bound_value = result_value(i, 6, &isnull);
+        const bool bound = !isnull && DatumGetBool(bound_value);
+        if (claimer == session)
+            view.held = held;
+        if (open && claimed_recently) {
+            view.claimers[view.claimer_count] = claimer;
+            view.claimer_bound[view.claimer_count++] = bound;
+        }
+        // A bound session that is otherwise live has ended only if its
+        // backend is gone (probed by the caller).
+        if (held > 0 && (!open || bound)) {
+            view.ended[view.ended_count] = claimer;
+            view.ended_bound[view.ended_count++] = bound && open;
+        }
     }
-    run(query_pool_dead_claimers, pool_now, nullptr, true);
-    view.ended_count = static_cast<int>(SPI_processed);
-    view.ended = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.ended_count + 1)));
-    view.ended_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.ended_count + 1)));
-    for (int i = 0; i < view.ended_count; ++i) {
-        view.ended[i] = DatumGetInt64(result_value(i, 1, &isnull));
-        view.ended_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
+    if (rows == 0) {
+        run(query_pool_count, pool_now, nullptr, true, true);
+        view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
     }
     finish_as_caller(caller);
     return view;
