@@ -226,6 +226,8 @@ Datum claim(FunctionCallInfo fcinfo)
 
     const TimestampTz now = GetCurrentTimestamp();
     const SessionState state = live_session(session, now);
+    // One claim of the session in the pool at a time: the view's held counts
+    // the last one's grants, which it records only at its end.
     LOCKTAG claimer_tag;
     set_claimer_locktag(&claimer_tag, pool, session);
     (void) LockAcquire(&claimer_tag, ExclusiveLock, false, false);
