@@ -185,3 +185,9 @@ AS 'MODULE_PATHNAME', 'lease_events_horizon';
 
 COMMENT ON FUNCTION lease.events_horizon(boolean) IS
     'The oldest transaction still in progress: every event whose position''s xid is older is in lease.history and was sent. Also sent to this connection on channel lease_horizon_<pid> (listened here), behind every event it covers. settle: first wait for every transaction that had an ID when the call began.';
+
+-- A session's resources in all its pools are found through the pools it
+-- claimed in (pool_claimers_session) and pool_resources_claim: one index
+-- entry less for every claim of a resource.
+DROP INDEX lease.pool_resources_session;
+CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);

@@ -360,10 +360,11 @@ COMMENT ON TABLE lease.pool_resources IS
     'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
 
 -- A claim's scan of the free resources, in name order; a session's resources
--- in a pool, in name order (surplus), and in all pools (session_close).
+-- in a pool, in name order (surplus), and in all its pools (session_close,
+-- by the pools of pool_claimers_session). Every claim and release moves a
+-- row between the two, so each index on the row costs one entry per grant.
 CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
 CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
-CREATE INDEX pool_resources_session ON lease.pool_resources (session) WHERE session IS NOT NULL;
 
 CREATE TABLE lease.pool_claimers (
     pool       text        NOT NULL,
@@ -375,6 +376,10 @@ CREATE TABLE lease.pool_claimers (
 
 COMMENT ON TABLE lease.pool_claimers IS
     'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
+
+-- The pools a session claimed in (session_close); claims update only
+-- unindexed columns of their row.
+CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
 
 SELECT pg_catalog.pg_extension_config_dump('lease.pools', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.pool_resources', '');

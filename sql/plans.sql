@@ -36,6 +36,23 @@ SELECT count(lease.lease_acquire('again:' || g, 'w', '1 hour')) AS granted FROM 
 SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE schemaname = 'lease' AND seq_scan >= 50 ORDER BY relname;
 COMMIT;
 
+-- A release finds its resource by name whatever the statistics: analyzed
+-- while every resource of a pool was free, the partial indexes of claimed
+-- resources look empty, and a plan that used one scanned it whole for each
+-- release.
+SELECT count(lease.pool_put('big', 'big:' || g)) AS put FROM generate_series(1, 1000) g;
+ANALYZE lease.pool_resources;
+SELECT lease.session_open('t', '1 hour') AS t \gset
+CREATE TEMP TABLE claimed AS SELECT name, token FROM lease.claim('big', :t);
+BEGIN;
+SELECT count(lease.lease_release(name, token)) AS released FROM (SELECT * FROM claimed ORDER BY name LIMIT 200) AS c;
+-- This transaction's scans of each index (pg_stat_get_xact_numscans).
+SELECT i.indexrelid::regclass AS index, pg_stat_get_xact_numscans(i.indexrelid) >= 200 AS once_per_release
+  FROM pg_index AS i
+ WHERE i.indrelid = 'lease.pool_resources'::regclass AND pg_stat_get_xact_numscans(i.indexrelid) >= 50
+ ORDER BY 1;
+COMMIT;
+
 -- A table without an index is still scanned, at the disabled scan's cost:
 -- such a plan must not be compiled with JIT (100 ms on a connection's first
 -- grant). With jit_dump_bitcode on, each JIT compilation of this backend

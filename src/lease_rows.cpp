@@ -648,8 +648,15 @@ bool store_revoke(const text* name, TimestampTz now, int64* token)
 
 // prune($1 cutoff): leases free or expired since cutoff (no later than
 // now). A session lease's own expires_at is 'infinity' until it is freed.
+// Rows another transaction has locked are left for the next prune: a claim
+// grants its resources in name order and prune deletes in the table's, so
+// each could hold a row the other waits for (specs/prune-vs-claim.spec).
 constexpr StoredQuery query_prune = {
-    "DELETE FROM lease.leases WHERE expires_at OPERATOR(pg_catalog.<=) $1",
+    "DELETE FROM lease.leases"
+    " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid FROM lease.leases"
+    "                                           WHERE expires_at OPERATOR(pg_catalog.<=) $1"
+    "                                           FOR UPDATE SKIP LOCKED))"
+    "   AND expires_at OPERATOR(pg_catalog.<=) $1",
     1,
     {TIMESTAMPTZOID}, Plan::scan};
 

@@ -234,8 +234,8 @@ bool store_pool_remove(const text* pool, const text* name);
 // What a claim needs to know of a pool: its size, its claimers (open,
 // unexpired sessions that claimed within their ttl, by id; bound ones still
 // to be probed), the claimers that may have ended and hold resources, and
-// what session holds.
-// touch records session as a claimer first.
+// what session holds (as of the last claim of the session that committed,
+// for a claim that holds the session's claimer lock).
 struct PoolView {
     int64 resources;
     int claimer_count;
@@ -246,7 +246,7 @@ struct PoolView {
     bool* ended_bound;  // bound and otherwise live: ended only if its backend is gone
     int64 held;
 };
-PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch);
+PoolView store_pool_view(const text* pool, int64 session, TimestampTz now);
 
 // The ended sessions among ended whose resources this transaction may take
 // over (their claimer rows locked until it ends); those another claimer is
@@ -269,9 +269,15 @@ PoolResource* store_pool_candidates(const text* pool, const text* after, const i
 // (false): a session_close frees its session's leases without their fence
 // locks.
 bool store_pool_lock_lease_row(const text* name, int64 token);
-// Records the session a resource was granted to, and the one it was taken
-// from (0: none), with the held counts of both.
-void store_pool_assign(const text* name, int64 session, int64 previous);
+// Records the session a resource was granted to; the claim records the held
+// counts with store_pool_record_claim before it returns.
+void store_pool_assign(const text* name, int64 session);
+// The end of a claim: the session claimed now and holds granted more (its
+// lease.pool_claimers row, added for its first claim in the pool); each of
+// the ended sessions (their rows locked by store_pool_lock_ended) holds
+// taken[i] fewer.
+void store_pool_record_claim(const text* pool, int64 session, TimestampTz now, int64 granted, const int64* ended,
+                             const int64* taken, int ended_count);
 // The resource's grant ended: no session holds it.
 void store_pool_unassign_name(const text* name);
 void store_pool_unassign_session(int64 session);

@@ -14,6 +14,7 @@ constexpr uint16 session_watch_lock_kind = 0x4C57;  // "LW"
 constexpr uint16 epoch_lock_kind = 0x4C45;          // "LE"
 constexpr uint16 holder_lock_kind = 0x4C48;         // "LH"
 constexpr uint16 wait_clock_lock_kind = 0x4C54;     // "LT" (lease.metrics knows it as 19540)
+constexpr uint16 claimer_lock_kind = 0x4C50;        // "LP"
 constexpr uint64 lock_hash_seed = 0x6c65617365ULL;
 
 void set_hashed_locktag(LOCKTAG* tag, const text* name, uint16 kind)
@@ -51,6 +52,16 @@ void set_holder_locktag(LOCKTAG* tag, int64 token)
 {
     SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(static_cast<uint64>(token) >> 32),
                          static_cast<uint32>(token), holder_lock_kind);
+}
+
+// Two pools whose hashes collide for a session only share its claims' lock.
+void set_claimer_locktag(LOCKTAG* tag, const text* pool, int64 session)
+{
+    const uint64 hash = hash_bytes_extended(reinterpret_cast<const unsigned char*>(VARDATA_ANY(pool)),
+                                            static_cast<int>(VARSIZE_ANY_EXHDR(pool)),
+                                            lock_hash_seed ^ static_cast<uint64>(session));
+    SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash),
+                         claimer_lock_kind);
 }
 
 void set_token_epoch_locktag(LOCKTAG* tag)

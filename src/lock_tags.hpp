@@ -30,6 +30,12 @@ void set_session_watch_locktag(LOCKTAG* tag, int64 session);
 // fenced writes never block grants of the name's other permits.
 void set_holder_locktag(LOCKTAG* tag, int64 token);
 
+// One lock per (database, pool, session), taken in ExclusiveLock by each
+// claim of the session in the pool until its transaction ends: claims of the
+// same session run one after the other, each counting what the last one
+// granted, and record what they granted in the session's lease.pool_claimers
+// row only at their end.
+void set_claimer_locktag(LOCKTAG* tag, const text* pool, int64 session);
 // One lock per database, held only while a new token epoch leaps the sequence.
 void set_token_epoch_locktag(LOCKTAG* tag);
 

@@ -8,8 +8,10 @@ namespace lease {
 
 // Every statement that changes a resource's session changes its old and
 // new session's held count in lease.pool_claimers by as much, in the same
-// statement: held is the number of the pool's resources whose session the
-// claimer is (test: sql/pools_held.sql).
+// statement, but for a claim, which counts its grants and takeovers and
+// records them all in one statement before it returns (so a claim updates
+// its claimer row once): held is the number of the pool's resources whose
+// session the claimer is (test: sql/pools_held.sql).
 
 // pool_put($1 pool, $2 name, $3 state): true when new, false when
 // replaced, no row when the name belongs to another pool.
@@ -71,100 +73,73 @@ bool store_pool_remove(const text* pool, const text* name)
     return removed;
 }
 
-// pool_touch_claimer($1 pool, $2 session, $3 now): what the session holds
-// in the pool. The row stays locked until the claim commits. An update first:
-// the upsert below locks an existing row before it updates it, one more WAL
-// record per claim.
-constexpr StoredQuery query_pool_touch_claimer = {
-    "UPDATE lease.pool_claimers SET claimed_at = $3"
-    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
-    " RETURNING held",
-    3,
-    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
-
-// pool_add_claimer($1 pool, $2 session, $3 now): the same for the session's
-// first claim in the pool (or a row inserted meanwhile).
-constexpr StoredQuery query_pool_add_claimer = {
-    "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at) VALUES ($1, $2, $3)"
-    " ON CONFLICT (pool, session) DO UPDATE SET claimed_at = EXCLUDED.claimed_at"
-    " RETURNING held",
-    3,
-    {TEXTOID, INT8OID, TIMESTAMPTZOID}};
-
-// pool_held($1 pool, $2 session)
-constexpr StoredQuery query_pool_held = {
-    "SELECT held FROM lease.pool_claimers"
-    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
+// pool_view($1 pool, $2 now): the pool's size, and each session with a row
+// in lease.pool_claimers, in id order, with what it holds, whether it is
+// open and unexpired (NULL: its row is gone), whether it claimed within its
+// ttl, and whether it is bound (its backend is probed by the caller). One
+// statement for what took four.
+constexpr StoredQuery query_pool_view = {
+    "SELECT (SELECT p.resources FROM lease.pools AS p WHERE p.pool OPERATOR(pg_catalog.=) $1),"
+    "       c.session, c.held,"
+    "       s.closed_at IS NULL AND s.expires_at OPERATOR(pg_catalog.>) $2,"
+    "       c.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) $2,"
+    "       s.bound_pid IS NOT NULL"
+    "  FROM lease.pool_claimers AS c"
+    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
+    " WHERE c.pool OPERATOR(pg_catalog.=) $1"
+    " ORDER BY c.session",
     2,
-    {TEXTOID, INT8OID}};
+    {TEXTOID, TIMESTAMPTZOID}};
 
-// pool_count($1 pool)
+// pool_count($1 pool), for a pool without claimers.
 constexpr StoredQuery query_pool_count = {
     "SELECT resources FROM lease.pools WHERE pool OPERATOR(pg_catalog.=) $1",
     1,
     {TEXTOID}};
 
-// pool_claimers($1 pool, $2 now): sessions that claimed within their ttl
-// and are open and unexpired (bound ones are checked by the caller),
-// with whether they are bound, in id order.
-constexpr StoredQuery query_pool_claimers = {
-    "SELECT c.session, s.bound_pid IS NOT NULL FROM lease.pool_claimers AS c"
-    "  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND s.closed_at IS NULL"
-    "   AND s.expires_at OPERATOR(pg_catalog.>) $2"
-    "   AND c.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) $2"
-    " ORDER BY c.session",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
-
-// pool_dead_claimers($1 pool, $2 now): claimers that may have ended (bound
-// ones are checked by the caller) and hold resources, with whether they
-// are bound.
-constexpr StoredQuery query_pool_dead_claimers = {
-    "SELECT c.session, s.bound_pid IS NOT NULL AND s.closed_at IS NULL"
-    "                  AND s.expires_at OPERATOR(pg_catalog.>) $2"
-    "  FROM lease.pool_claimers AS c"
-    "  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) c.session"
-    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.held OPERATOR(pg_catalog.>) 0"
-    "   AND (s.id IS NULL OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) $2"
-    "        OR s.bound_pid IS NOT NULL)",
-    2,
-    {TEXTOID, TIMESTAMPTZOID}};
-
-PoolView store_pool_view(const text* pool, int64 session, TimestampTz now, bool touch)
+PoolView store_pool_view(const text* pool, int64 session, TimestampTz now)
 {
     PoolView view = {0, 0, nullptr, nullptr, 0, nullptr, nullptr, 0};
     Datum pool_now[2] = {PointerGetDatum(pool), TimestampTzGetDatum(now)};
     const CallerIdentity caller = connect_as_lease_owner();
     bool isnull;
-    if (touch) {
-        Datum claimer[3] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now)};
-        run(query_pool_touch_claimer, claimer, nullptr, false);
-        if (SPI_processed == 0)
-            run(query_pool_add_claimer, claimer, nullptr, false);
-        view.held = first_int8();
-    } else {
-        Datum held[2] = {PointerGetDatum(pool), Int64GetDatum(session)};
-        run(query_pool_held, held, nullptr, true);
-        view.held = SPI_processed == 1 ? first_int8() : 0;
+    // Read as of now, not as of the calling statement's start: a claim that
+    // waited for the session's claimer lock counts what the last one granted.
+    run(query_pool_view, pool_now, nullptr, true, true);
+    const int rows = static_cast<int>(SPI_processed);
+    view.claimers = static_cast<int64*>(SPI_palloc(sizeof(int64) * (rows + 1)));
+    view.claimer_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (rows + 1)));
+    view.ended = static_cast<int64*>(SPI_palloc(sizeof(int64) * (rows + 1)));
+    view.ended_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (rows + 1)));
+    for (int i = 0; i < rows; ++i) {
+        if (i == 0) {
+            const Datum resources = result_value(0, 1, &isnull);
+            view.resources = isnull ? 0 : DatumGetInt64(resources);
+        }
+        const int64 claimer = DatumGetInt64(result_value(i, 2, &isnull));
+        const int64 held = DatumGetInt64(result_value(i, 3, &isnull));
+        const Datum open_value = result_value(i, 4, &isnull);
+        const bool open = !isnull && DatumGetBool(open_value);
+        const Datum recent_value = result_value(i, 5, &isnull);
+        const bool claimed_recently = !isnull && DatumGetBool(recent_value);
+        const Datum bound_value = result_value(i, 6, &isnull);
+        const bool bound = !isnull && DatumGetBool(bound_value);
+        if (claimer == session)
+            view.held = held;
+        if (open && claimed_recently) {
+            view.claimers[view.claimer_count] = claimer;
+            view.claimer_bound[view.claimer_count++] = bound;
+        }
+        // A bound session that is otherwise live has ended only if its
+        // backend is gone (probed by the caller).
+        if (held > 0 && (!open || bound)) {
+            view.ended[view.ended_count] = claimer;
+            view.ended_bound[view.ended_count++] = bound && open;
+        }
     }
-    run(query_pool_count, pool_now, nullptr, true);
-    view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
-    run(query_pool_claimers, pool_now, nullptr, true);
-    view.claimer_count = static_cast<int>(SPI_processed);
-    view.claimers = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.claimer_count + 1)));
-    view.claimer_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.claimer_count + 1)));
-    for (int i = 0; i < view.claimer_count; ++i) {
-        view.claimers[i] = DatumGetInt64(result_value(i, 1, &isnull));
-        view.claimer_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
-    }
-    run(query_pool_dead_claimers, pool_now, nullptr, true);
-    view.ended_count = static_cast<int>(SPI_processed);
-    view.ended = static_cast<int64*>(SPI_palloc(sizeof(int64) * (view.ended_count + 1)));
-    view.ended_bound = static_cast<bool*>(SPI_palloc(sizeof(bool) * (view.ended_count + 1)));
-    for (int i = 0; i < view.ended_count; ++i) {
-        view.ended[i] = DatumGetInt64(result_value(i, 1, &isnull));
-        view.ended_bound[i] = DatumGetBool(result_value(i, 2, &isnull));
+    if (rows == 0) {
+        run(query_pool_count, pool_now, nullptr, true, true);
+        view.resources = SPI_processed == 1 ? DatumGetInt64(result_value(0, 1, &isnull)) : 0;
     }
     finish_as_caller(caller);
     return view;
@@ -297,39 +272,80 @@ bool store_pool_lock_lease_row(const text* name, int64 token)
     return locked;
 }
 
-// pool_assign($1 name, $2 session, $3 its previous session or NULL),
-// with the row locked by the claim since pool_free or pool_orphaned.
+// pool_assign($1 name, $2 session), with the row locked by the claim since
+// pool_free or pool_orphaned.
 constexpr StoredQuery query_pool_assign = {
-    "WITH r AS (UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1"
-    "           RETURNING pool)"
-    " UPDATE lease.pool_claimers AS c"
-    "    SET held = c.held OPERATOR(pg_catalog.+)"
-    "               CASE WHEN c.session OPERATOR(pg_catalog.=) $2 THEN 1 ELSE -1 END"
-    "   FROM r"
-    "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool"
-    "    AND (c.session OPERATOR(pg_catalog.=) $2 OR c.session OPERATOR(pg_catalog.=) $3)",
-    3,
-    {TEXTOID, INT8OID, INT8OID}};
+    "UPDATE lease.pool_resources SET session = $2 WHERE name OPERATOR(pg_catalog.=) $1",
+    2,
+    {TEXTOID, INT8OID}};
 
-void store_pool_assign(const text* name, int64 session, int64 previous)
+void store_pool_assign(const text* name, int64 session)
 {
-    Datum values[3] = {PointerGetDatum(name), Int64GetDatum(session), Int64GetDatum(previous)};
-    const char nulls[3] = {' ', ' ', previous != 0 ? ' ' : 'n'};
+    Datum values[2] = {PointerGetDatum(name), Int64GetDatum(session)};
     const CallerIdentity caller = connect_as_lease_owner();
-    run(query_pool_assign, values, nulls, false);
+    run(query_pool_assign, values, nullptr, false);
     finish_as_caller(caller);
 }
 
-// pool_resource_session($1 name)
+// pool_record_claim($1 pool, $2 session, $3 now, $4 granted). An update
+// first: the upsert below locks an existing row before it updates it, one
+// more WAL record per claim.
+constexpr StoredQuery query_pool_record_claim = {
+    "UPDATE lease.pool_claimers SET claimed_at = $3, held = held OPERATOR(pg_catalog.+) $4"
+    " WHERE pool OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2",
+    4,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID}};
+
+// pool_add_claimer($1 pool, $2 session, $3 now, $4 granted): the same for
+// the session's first claim in the pool.
+constexpr StoredQuery query_pool_add_claimer = {
+    "INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at, held) VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT (pool, session) DO UPDATE"
+    "  SET claimed_at = EXCLUDED.claimed_at, held = c.held OPERATOR(pg_catalog.+) EXCLUDED.held",
+    4,
+    {TEXTOID, INT8OID, TIMESTAMPTZOID, INT8OID}};
+
+// pool_took_over($1 pool, $2 ended sessions, $3 resources taken from each)
+constexpr StoredQuery query_pool_took_over = {
+    "UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) t.n"
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS t (session, n)"
+    " WHERE c.pool OPERATOR(pg_catalog.=) $1 AND c.session OPERATOR(pg_catalog.=) t.session"
+    "   AND t.n OPERATOR(pg_catalog.>) 0",
+    3,
+    {TEXTOID, INT8ARRAYOID, INT8ARRAYOID}};
+
+void store_pool_record_claim(const text* pool, int64 session, TimestampTz now, int64 granted, const int64* ended,
+                             const int64* taken, int ended_count)
+{
+    Datum values[4] = {PointerGetDatum(pool), Int64GetDatum(session), TimestampTzGetDatum(now),
+                       Int64GetDatum(granted)};
+    const CallerIdentity caller = connect_as_lease_owner();
+    run(query_pool_record_claim, values, nullptr, false);
+    if (SPI_processed == 0)
+        run(query_pool_add_claimer, values, nullptr, false);
+    if (ended_count > 0) {
+        Datum took_over[3] = {PointerGetDatum(pool), PointerGetDatum(int8_array(ended, ended_count)),
+                              PointerGetDatum(int8_array(taken, ended_count))};
+        run(query_pool_took_over, took_over, nullptr, false);
+    }
+    finish_as_caller(caller);
+}
+
+// pool_resource_session($1 name). Neither this query nor the next has a
+// condition on session that implies session IS NOT NULL: the partial indexes
+// on the claimed resources would then answer it too, and a generic plan made
+// while statistics said that every resource was free (taken before a fleet
+// claimed them) scans one of them whole for each release, 99,000 entries in
+// bench/pools.
 constexpr StoredQuery query_pool_resource_session = {
-    "SELECT session FROM lease.pool_resources WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT NULL",
+    "SELECT session FROM lease.pool_resources WHERE name OPERATOR(pg_catalog.=) $1",
     1,
     {TEXTOID}};
 
 // pool_unassign_name($1 name, $2 its session as read)
 constexpr StoredQuery query_pool_unassign_name = {
     "WITH r AS (UPDATE lease.pool_resources SET session = NULL"
-    "            WHERE name OPERATOR(pg_catalog.=) $1 AND session OPERATOR(pg_catalog.=) $2"
+    "            WHERE name OPERATOR(pg_catalog.=) $1 AND session IS NOT DISTINCT FROM $2"
     "           RETURNING pool)"
     " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r"
     "  WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) $2",
@@ -347,16 +363,22 @@ void store_pool_unassign_name(const text* name)
     Datum values[2] = {PointerGetDatum(name), static_cast<Datum>(0)};
     const CallerIdentity caller = connect_as_lease_owner();
     run(query_pool_resource_session, values, nullptr, false);
-    if (SPI_processed == 1) {
-        values[1] = Int64GetDatum(first_int8());
+    bool isnull = true;
+    if (SPI_processed == 1)
+        values[1] = result_value(0, 1, &isnull);
+    if (!isnull)
         run(query_pool_unassign_name, values, nullptr, false);
-    }
     finish_as_caller(caller);
 }
 
-// pool_unassign_session($1 session)
+// pool_unassign_session($1 session): in each pool the session claimed in
+// (its pool_claimers rows go only with its lease.sessions row), so that
+// pool_resources_claim finds its resources.
 constexpr StoredQuery query_pool_unassign_session = {
-    "WITH r AS (UPDATE lease.pool_resources SET session = NULL WHERE session OPERATOR(pg_catalog.=) $1"
+    "WITH r AS (UPDATE lease.pool_resources SET session = NULL"
+    "            WHERE pool OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.pool FROM lease.pool_claimers AS c"
+    "                                                          WHERE c.session OPERATOR(pg_catalog.=) $1))"
+    "              AND session OPERATOR(pg_catalog.=) $1"
     "           RETURNING pool),"
     "     n AS (SELECT pool, pg_catalog.count(*) AS n FROM r GROUP BY pool)"
     " UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) n.n FROM n"

@@ -8,6 +8,7 @@
 #include "grants.hpp"
 #include "holders.hpp"
 #include "lease_store.hpp"
+#include "lock_tags.hpp"
 #include "metrics.hpp"
 #include "sessions.hpp"
 #include "waiting.hpp"
@@ -225,14 +226,21 @@ Datum claim(FunctionCallInfo fcinfo)
 
     const TimestampTz now = GetCurrentTimestamp();
     const SessionState state = live_session(session, now);
-    const PoolView view = store_pool_view(pool, session, now, true);
+    // One claim of the session in the pool at a time: the view's held counts
+    // the last one's grants, which it records only at its end.
+    LOCKTAG claimer_tag;
+    set_claimer_locktag(&claimer_tag, pool, session);
+    (void) LockAcquire(&claimer_tag, ExclusiveLock, false, false);
+    const PoolView view = store_pool_view(pool, session, now);
     int64 wanted = fair_share(view, session) - view.held;
     if (capped && max < wanted)
         wanted = max;
     if (wanted > max_grants_per_claim)
         wanted = max_grants_per_claim;
-    if (wanted <= 0)
+    if (wanted <= 0) {
+        store_pool_record_claim(pool, session, now, 0, nullptr, nullptr, 0);
         return static_cast<Datum>(0);
+    }
 
     // Sessions that ended without closing leave their resources to claim, to
     // one claimer at a time.
@@ -243,6 +251,7 @@ Datum claim(FunctionCallInfo fcinfo)
             ended[ended_count++] = view.ended[i];
     if (ended_count > 0)
         ended = store_pool_lock_ended(pool, ended, ended_count, &ended_count);
+    int64* taken = static_cast<int64*>(palloc0(sizeof(int64) * (ended_count + 1)));
 
     const std::optional<std::int64_t> ttl = interval_microseconds(state.ttl->month, state.ttl->day, state.ttl->time);
     ensure_token_epoch();
@@ -278,13 +287,17 @@ Datum claim(FunctionCallInfo fcinfo)
                 passed[passed_count++] = name;
                 continue;
             }
-            store_pool_assign(name, session, candidates[i].session);
+            store_pool_assign(name, session);
+            for (int e = 0; e < ended_count; ++e)
+                if (ended[e] == candidates[i].session)
+                    ++taken[e];
             return_row(rsinfo, name, token, candidates[i].state);
             ++granted;
         }
     }
     if (after != nullptr)
         set_free_scan_position(pool, after);
+    store_pool_record_claim(pool, session, now, granted, ended, taken, ended_count);
     // One flush for the tokens of all the grants, before the rows leave.
     if (granted > 0)
         make_tokens_durable();
@@ -300,7 +313,7 @@ Datum surplus(FunctionCallInfo fcinfo)
     const ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const TimestampTz now = GetCurrentTimestamp();
     (void) live_session(session, now);
-    const PoolView view = store_pool_view(pool, session, now, false);
+    const PoolView view = store_pool_view(pool, session, now);
     const int64 excess = view.held - fair_share(view, session);
     if (excess <= 0)
         return static_cast<Datum>(0);

@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(139);
+SELECT plan(141);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -66,6 +66,13 @@ SELECT col_type_is('lease', 'pool_claimers', 'held', 'bigint', 'pool_claimers.he
 SELECT col_default_is('lease', 'pool_claimers', 'held', '0', 'pool_claimers.held starts at 0');
 SELECT has_index('lease', 'pool_resources', 'pool_resources_claim', ARRAY['pool', 'session', 'name'],
     'pool_resources_claim is on (pool, session, name)');
+-- Each index on a resource row costs an entry per claim: none on session alone
+-- (session_close goes through pool_claimers_session).
+SELECT indexes_are('lease', 'pool_resources',
+    ARRAY['pool_resources_pkey', 'pool_resources_free', 'pool_resources_claim'],
+    'pool_resources has only its key, the free and the claim index');
+SELECT has_index('lease', 'pool_claimers', 'pool_claimers_session', ARRAY['session'],
+    'pool_claimers_session is on (session)');
 SELECT is(pg_get_indexdef('lease.pool_resources_free'::regclass),
     'CREATE INDEX pool_resources_free ON lease.pool_resources USING btree (pool, name) WHERE (session IS NULL)',
     'pool_resources_free is on (pool, name) of the free resources');
