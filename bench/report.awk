@@ -80,7 +80,7 @@ END {
     nkeys = split("select1 ceiling_update lease_heartbeat naive_heartbeat lease_heartbeat_quiet " \
                   "lease_acqrel naive_acqrel lease_acqrel_nonotify lease_acqrel_quiet base_heartbeat base_acqrel " \
                   "lease_contended naive_contended row_unfenced row_fenced row_naive " \
-                  "small_acqrel big_acqrel small_heartbeat big_heartbeat", keys, " ")
+                  "small_acqrel big_acqrel big_naive_acqrel small_heartbeat big_heartbeat big_naive_heartbeat", keys, " ")
     label["select1"] = "ceiling: `SELECT 1`"
     label["ceiling_update"] = "ceiling: durable one-row `UPDATE`"
     label["lease_heartbeat"] = "lease: heartbeat (own held lease)"
@@ -102,6 +102,8 @@ END {
     label["big_acqrel"] = "acquire + release, " commas(big_n) " leases in table"
     label["small_heartbeat"] = "heartbeat, " commas(small_n) " leases in table"
     label["big_heartbeat"] = "heartbeat, " commas(big_n) " leases in table"
+    label["big_naive_acqrel"] = "naive: acquire + release, " commas(big_n) " leases in table"
+    label["big_naive_heartbeat"] = "naive: heartbeat, " commas(big_n) " leases in table"
     nc = split(clients, cl, " ")
 
     print "## Throughput and latency"
@@ -193,6 +195,8 @@ END {
         info_row("contended acquire ops/s: lease / naive", cl[i], ratio("tps", "lease_contended", "naive_contended", cl[i]), "")
     target_row("acquire + release ops/s: " commas(big_n) " / " commas(small_n) " leases", "8", ratio("tps", "big_acqrel", "small_acqrel", 8), ">=", 0.90, "x")
     target_row("heartbeat ops/s: " commas(big_n) " / " commas(small_n) " leases", "8", ratio("tps", "big_heartbeat", "small_heartbeat", 8), ">=", 0.90, "x")
+    target_row("acquire + release ops/s at " commas(big_n) " leases: lease / naive", "8", ratio("tps", "big_acqrel", "big_naive_acqrel", 8), ">=", 1.0, "x")
+    target_row("heartbeat ops/s at " commas(big_n) " leases: lease / naive", "8", ratio("tps", "big_heartbeat", "big_naive_heartbeat", 8), ">=", 1.0, "x")
     hot = (hot_upd > 0) ? hot_hot / hot_upd : ""
     target_row("HOT heartbeats: n_tup_hot_upd / n_tup_upd (sustained phase)", "8", hot, ">=", 0.95, "%")
     if (nsize >= 2) {

@@ -177,7 +177,10 @@ AS 'MODULE_PATHNAME', 'lease_session_acquire';
 COMMENT ON FUNCTION lease.session_acquire(bigint, text, interval) IS
     'Acquires a lease under a live session (owner: the session''s owner); returns a fresh token, or NULL if another holder keeps it past wait.';
 
--- Events and history (docs/concepts.md, "Events and history").
+-- Events and history (docs/concepts.md, "Events and history"). No index:
+-- every grant and release appends a row, and an index entry would cost each
+-- of them a fifth of its WAL (docs/reference.md, "Events, history and
+-- counters", says which index to add for lookups by name).
 CREATE TABLE lease.history (
     at      timestamptz NOT NULL,
     event   text        NOT NULL,
@@ -192,8 +195,6 @@ CREATE TABLE lease.history (
 
 COMMENT ON TABLE lease.history IS
     'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history(). (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
-
-CREATE INDEX history_name_at ON lease.history (name, at);
 
 SELECT pg_catalog.pg_extension_config_dump('lease.history', '');
 
