@@ -178,7 +178,8 @@ ALTER TABLE lease.history ALTER COLUMN xid SET NOT NULL, ALTER COLUMN ordinal SE
 -- lease.history has no index: every grant and release appends a row, and the
 -- entry in (name, at) cost each of them a fifth of its WAL (docs/reference.md,
 -- "Events, history and counters", says how to add it back as a DBA's index).
-DROP INDEX lease.history_name_at;
+-- IF EXISTS: a DBA may have dropped it already.
+DROP INDEX IF EXISTS lease.history_name_at;
 
 COMMENT ON TABLE lease.history IS
     'Append-only log of acquired, released, revoked, expired and session_closed events; kept for lease.history_retention, pruned by lease.prune_history(). (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
