@@ -160,6 +160,62 @@ CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON domain_rows
 SELECT pg_temp.outcome(format($$INSERT INTO domain_rows VALUES (1, %s)$$, :token_b)) AS domain_token_column;
 SELECT pg_temp.outcome(format($$INSERT INTO domain_rows VALUES (2, %s)$$, :token_a)) AS domain_stale_token;
 
+-- 7. The trigger reads the token from the row as its write path hands it over
+--    (the slot the row is in): COPY, a partition whose columns sit elsewhere
+--    than its parent's, and a row an earlier BEFORE trigger rewrote.
+CREATE TABLE copied (id int PRIMARY KEY, note text NOT NULL, fence_token bigint);
+CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON copied
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('ledger');
+SELECT pg_temp.outcome(format($$COPY copied FROM PROGRAM 'printf "1,a,%s\n2,b,%s\n"' WITH (FORMAT csv)$$,
+                              :token_b, :token_b)) AS copy_current_tokens;
+SELECT pg_temp.outcome(format($$COPY copied FROM PROGRAM 'printf "3,c,%s\n4,d,%s\n"' WITH (FORMAT csv)$$,
+                              :token_b, :token_a)) AS copy_one_stale_token;
+SELECT id, fence_token = :token_b AS by_b FROM copied ORDER BY id;
+
+CREATE TABLE routed (region text NOT NULL, id int, fence_token bigint) PARTITION BY LIST (region);
+CREATE TABLE routed_east (dropped text, region text NOT NULL, id int, fence_token bigint);
+ALTER TABLE routed_east DROP COLUMN dropped;
+ALTER TABLE routed ATTACH PARTITION routed_east FOR VALUES IN ('east');
+CREATE TABLE routed_west PARTITION OF routed FOR VALUES IN ('west');
+CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON routed
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('ledger');
+SELECT pg_temp.outcome(format($$INSERT INTO routed VALUES ('east', 1, %s), ('west', 2, %s)$$, :token_b, :token_b))
+    AS routed_current;
+SELECT pg_temp.outcome(format($$INSERT INTO routed VALUES ('west', 3, %s), ('east', 4, %s)$$, :token_b, :token_a))
+    AS routed_stale_in_moved_partition;
+-- Moving a row to another partition deletes it from the old one (the DELETE
+-- proves itself with lease.fence_token) and inserts it into the new one.
+BEGIN;
+SELECT lease.set_fence_token(:token_b);
+SELECT pg_temp.outcome(format($$UPDATE routed SET region = 'east', fence_token = %s WHERE id = 2$$, :token_a))
+    AS move_with_stale_token;
+SELECT pg_temp.outcome(format($$UPDATE routed SET region = 'east', fence_token = %s WHERE id = 2$$, :token_b))
+    AS move_with_current_token;
+COMMIT;
+SELECT tableoid::regclass AS partition, id, fence_token = :token_b AS by_b FROM routed ORDER BY id;
+
+CREATE TABLE rewritten (id int PRIMARY KEY, fence_token bigint, rewrite_to bigint);
+CREATE FUNCTION pg_temp.rewrite_token() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.rewrite_to IS NOT NULL THEN
+        NEW.fence_token := NEW.rewrite_to;
+    END IF;
+    RETURN NEW;
+END $$;
+-- BEFORE ROW triggers fire in name order: a_rewrite before fence.
+CREATE TRIGGER a_rewrite BEFORE INSERT OR UPDATE ON rewritten FOR EACH ROW EXECUTE FUNCTION pg_temp.rewrite_token();
+CREATE TRIGGER fence BEFORE INSERT OR UPDATE OR DELETE ON rewritten
+    FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('ledger');
+SELECT pg_temp.outcome(format($$INSERT INTO rewritten VALUES (1, %s, %s)$$, :token_a, :token_b))
+    AS insert_stale_rewritten_current;
+SELECT pg_temp.outcome(format($$INSERT INTO rewritten VALUES (2, %s, %s)$$, :token_b, :token_a))
+    AS insert_current_rewritten_stale;
+SELECT pg_temp.outcome(format($$UPDATE rewritten SET fence_token = %s, rewrite_to = %s WHERE id = 1$$,
+                              :token_b, :token_a)) AS update_current_rewritten_stale;
+SELECT pg_temp.outcome(format($$UPDATE rewritten SET fence_token = %s, rewrite_to = %s WHERE id = 1$$,
+                              :token_a, :token_b)) AS update_stale_rewritten_current;
+SELECT id, fence_token = :token_b AS by_b FROM rewritten ORDER BY id;
+
 -- 6. lease.fence_token: one input, one answer, whether or not this backend
 --    has loaded the library yet.
 \c

@@ -443,7 +443,7 @@ text* lease_name_for_row(const TriggerPlan& plan, HeapTuple row, TupleDesc desc)
 // column -- otherwise the new row just keeps the token of whoever wrote the
 // row last, which proves nothing about this writer. Then, and for DELETE and
 // for a NULL token column, the transaction's lease.fence_token.
-bool token_from_row(const TriggerPlan& plan, const TriggerData* trigdata, HeapTuple row, int64* token)
+bool token_from_row(const TriggerPlan& plan, const TriggerData* trigdata, int64* token)
 {
     const TriggerEvent event = trigdata->tg_event;
     if (plan.token_attnum == 0 || TRIGGER_FIRED_BY_DELETE(event))
@@ -451,8 +451,15 @@ bool token_from_row(const TriggerPlan& plan, const TriggerData* trigdata, HeapTu
     if (TRIGGER_FIRED_BY_UPDATE(event) &&
         !bms_is_member(plan.token_attnum - FirstLowInvalidHeapAttributeNumber, trigdata->tg_updatedcols))
         return false;
+    // Read through the slot that holds the row (the new row of an UPDATE):
+    // PostgreSQL fetches every BEFORE ROW trigger's row from its slot, after
+    // the triggers before this one. Not with heap_getattr: deforming the slot
+    // walks the row once for this trigger and for the NOT NULL checks and index
+    // entries that read the slot after it, where heap_getattr walks it for this
+    // trigger alone (bench/analysis.md, "Bulk fenced insert").
+    TupleTableSlot* slot = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newslot : trigdata->tg_trigslot;
     bool isnull;
-    const Datum value = heap_getattr(row, plan.token_attnum, trigdata->tg_relation->rd_att, &isnull);
+    const Datum value = slot_getattr(slot, plan.token_attnum, &isnull);
     if (isnull)
         return false;
     switch (plan.token_type) {
@@ -579,7 +586,7 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
     HeapTuple row = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
     const text* name = lease_name_for_row(plan, row, desc);
     int64 token;
-    const bool proven_by_row = token_from_row(plan, trigdata, row, &token);
+    const bool proven_by_row = token_from_row(plan, trigdata, &token);
     if (!proven_by_row && !setting_token(&token))
         reject_unproven(trigdata, table, name);
     fence_check(name, token);
