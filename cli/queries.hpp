@@ -96,6 +96,6 @@ inline constexpr const char* events_after =
     "WHERE CASE WHEN $3::pg_catalog.timestamptz IS NULL "
     "           THEN (xid, ordinal) > ($1::pg_catalog.xid8, $2::pg_catalog.int8) "
     "           ELSE at >= $3::pg_catalog.timestamptz END "
-    "ORDER BY xid, ordinal";
+    "ORDER BY history.xid, history.ordinal";
 
 }  // namespace pg_lease::sql

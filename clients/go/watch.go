@@ -27,7 +27,7 @@ const (
 		"WHERE CASE WHEN $1::pg_catalog.timestamptz IS NULL " +
 		"           THEN (xid, ordinal) > ($2::pg_catalog.xid8, $3::pg_catalog.int8) " +
 		"           ELSE at >= $1::pg_catalog.timestamptz END " +
-		"ORDER BY xid, ordinal"
+		"ORDER BY history.xid, history.ordinal"
 )
 
 // While events wait for their horizon, how often to ask for it; while nothing

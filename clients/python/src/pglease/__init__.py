@@ -847,7 +847,7 @@ _EVENTS_AFTER = (
     "WHERE CASE WHEN %(since)s::pg_catalog.timestamptz IS NULL "
     "           THEN (xid, ordinal) > (%(xid)s::pg_catalog.xid8, %(ordinal)s::pg_catalog.int8) "
     "           ELSE at >= %(since)s::pg_catalog.timestamptz END "
-    "ORDER BY xid, ordinal"
+    "ORDER BY history.xid, history.ordinal"
 )
 _POSITION = re.compile(r"([0-9]+)/([0-9]+)")
 # While events wait for their horizon, how often to ask for it; while nothing

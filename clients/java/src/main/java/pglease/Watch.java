@@ -48,7 +48,7 @@ public final class Watch implements Iterator<Watch.Event>, AutoCloseable {
     private static final String EVENTS_AFTER = "SELECT xid::pg_catalog.text, ordinal, event, name, token, owner, session"
             + " FROM lease.history WHERE CASE WHEN ?::pg_catalog.timestamptz IS NULL"
             + " THEN (xid, ordinal) > (?::pg_catalog.xid8, ?::pg_catalog.int8)"
-            + " ELSE at >= ?::pg_catalog.timestamptz END ORDER BY xid, ordinal";
+            + " ELSE at >= ?::pg_catalog.timestamptz END ORDER BY history.xid, history.ordinal";
     private static final Pattern POSITION = Pattern.compile("([0-9]+)/([0-9]+)");
     // While events wait for their horizon, how often to ask for it; while nothing happens, how
     // often to ask anyway (a partitioned connection shows itself by not answering), and how long
