@@ -285,7 +285,7 @@ END {
         for (i = 1; i <= nsize; i++)
             printf "| %s | %s | %s | %s |\n", size_t[i], kb(size_heap[i]), kb(size_idx[i]), kb(size_total[i])
         if (hot_upd > 0)
-            printf "\nUpdates in the phase: %s, of which HOT: %s; %s heartbeats/s (p50 %.2f ms, p99 %.2f ms)\nwith the memory test running alongside in another database.\n",
+            printf "\nUpdates in the phase: %s, of which HOT: %s; %s heartbeats/s (p50 %.2f ms, p99 %.2f ms)\nwith the memory test running alongside in a cluster of its own.\n",
                 commas(hot_upd), commas(hot_hot), commas(val["tps", "sustained_heartbeat", 8, 1]),
                 val["p50", "sustained_heartbeat", 8, 1], val["p99", "sustained_heartbeat", 8, 1]
     }
