@@ -111,7 +111,7 @@ bool synchronous_commit_lowered = false;
 // only then, so the commit is the same, and the GUC machinery's cost (its
 // stack, and AtEOXact_GUC's walk over every setting at the end of a
 // transaction that SET one: about 9,300 instructions an acquire + release
-// pair, bench/async) is not paid. Nothing runs between pre-commit and the
+// pair, docs/performance.md) is not paid. Nothing runs between pre-commit and the
 // commit record that could read or SET the setting.
 void commit_asynchronously_at_transaction_end(XactEvent event, void*)
 {
@@ -132,8 +132,8 @@ void commit_asynchronously_at_transaction_end(XactEvent event, void*)
 void forget_asynchronous_commit_on_subtransaction_abort(SubXactEvent event, SubTransactionId aborted,
                                                         SubTransactionId, void*)
 {
-    // Subtransaction IDs grow: one at or above the aborted one is the aborted
-    // one or a subtransaction of it (its siblings have ended before).
+    // Subtransaction IDs grow: one at or above the aborted one began while the
+    // aborted one was open, so it is the aborted one or nested in it.
     if (event == SUBXACT_EVENT_ABORT_SUB && asynchronous_commit_asked != InvalidSubTransactionId &&
         asynchronous_commit_asked >= aborted)
         asynchronous_commit_asked = InvalidSubTransactionId;
