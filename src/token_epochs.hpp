@@ -17,8 +17,8 @@ void make_tokens_durable();
 // (lease.synchronous_commit, docs/operations.md "Asynchronous grants"). On
 // (the default), a grant commits synchronously whatever synchronous_commit
 // says, and a heartbeat or release as synchronous_commit says. Off, each of
-// them sets synchronous_commit = off for its transaction: no WAL flush of
-// its own. Safe for fencing: a fenced write that relies on a grant commits
+// them makes its transaction commit as with synchronous_commit = off (unless
+// a savepoint around it is rolled back): no WAL flush of its own. Safe for fencing: a fenced write that relies on a grant commits
 // after it, so whatever WAL of that write survives a crash (or reaches a
 // standby) holds the grant too; and the tokens stay unique
 // (make_tokens_durable, which every grant still calls).

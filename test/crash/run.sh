@@ -271,6 +271,37 @@ ok=1
 report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is not granted again after restart (next: $after)" \
     "log_cnt before the grant: $log_cnt"
 
+# Asynchronous grants commit without a WAL flush of their own: 40 grants and
+# 40 releases in a session with lease.synchronous_commit = off flush WAL only
+# for the token sequence (once in 32 tokens) or through the WAL writer (every
+# 10 s here), where synchronous commits would flush 80 times. A savepoint
+# rolled back around a release takes its asynchronous commit back: the
+# transaction's write then commits synchronously, with a flush.
+syncs=$(
+    {
+        echo "SET lease.synchronous_commit = off;"
+        echo "CREATE TEMP TABLE syncs AS SELECT wal_sync FROM pg_stat_wal;"
+        for ((i = 1; i <= 40; i++)); do
+            echo "SELECT lease.lease_acquire('crash:commit', 'c', '1 hour') AS t \\gset"
+            echo "SELECT lease.lease_release('crash:commit', :t) AS released \\gset"
+        done
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "SELECT 'pairs', (SELECT wal_sync FROM pg_stat_wal) - wal_sync FROM syncs;"
+        echo "SELECT lease.lease_acquire('crash:commit', 'c', '1 hour') AS t \\gset"
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "UPDATE syncs SET wal_sync = (SELECT wal_sync FROM pg_stat_wal);"
+        echo "BEGIN; SAVEPOINT s; SELECT lease.lease_release('crash:commit', :t) AS released \\gset"
+        echo "ROLLBACK TO s; INSERT INTO crash_control VALUES (0); COMMIT;"
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "SELECT 'savepoint', (SELECT wal_sync FROM pg_stat_wal) - wal_sync FROM syncs;"
+    } | sql -f - 2>&1 | grep -E '^(pairs|savepoint)\|'
+)
+pair_syncs=$(echo "$syncs" | sed -n 's/^pairs|//p')
+savepoint_syncs=$(echo "$syncs" | sed -n 's/^savepoint|//p')
+[ -n "$pair_syncs" ] && [ "$pair_syncs" -le 8 ] && [ -n "$savepoint_syncs" ] && [ "$savepoint_syncs" -ge 1 ]
+report $? "asynchronous commits: 40 grants and releases with lease.synchronous_commit = off flushed WAL $pair_syncs times (at most 8); a release rolled back to a savepoint left its transaction synchronous ($savepoint_syncs flushes)" \
+    "$syncs"
+
 # Asynchronous grants (lease.synchronous_commit = off): sessions grant,
 # release and write fenced rows in a loop, the writes with synchronous_commit
 # = off too, so that only the token sequence's own flushes (one per 32
