@@ -56,11 +56,13 @@ void remember_key_version(Relation keys, const text* key, const ItemPointerData&
     remembered_key.version = version;
 }
 
-// The remembered version of key's row when a lookup through the primary key
-// on the latest snapshot would find that very version: it is still there,
-// visible to that snapshot and key's (no two versions of one key are visible
-// to one snapshot, so nothing else needs checking: not who wrote it, nor
-// whether the table was rewritten since). Else an invalid version, and
+// The remembered version of key's row while it is visible to the latest
+// snapshot, else an invalid version. Visible, it is the version a lookup
+// through the primary key would find if change_row finds it still the latest
+// and key's (no two versions of one key are visible to one snapshot): so
+// nothing else needs checking, not who wrote it, nor whether the table was
+// rewritten since. Invisible (its begin rolled back, or this transaction
+// deleted it), change_row would take it for the latest all the same, so
 // change_row looks the row up. Not under SERIALIZABLE, where the lookup's
 // predicate lock is part of what the read does.
 ItemPointerData remembered_key_version(Relation keys, const text* key)
@@ -76,20 +78,11 @@ ItemPointerData remembered_key_version(Relation keys, const text* key)
     row.t_self = remembered_key.version;
     Buffer buffer;
     const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-    const bool visible = heap_fetch(keys, snapshot, &row, &buffer, true);
-    UnregisterSnapshot(snapshot);
-    if (!visible) {
-        if (BufferIsValid(buffer))
-            ReleaseBuffer(buffer);
-        return version;
-    }
-    const TupleDesc columns = RelationGetDescr(keys);
-    bool isnull;
-    const Datum row_key = heap_getattr(&row, keys_column_key, columns, &isnull);
-    if (DatumGetBool(DirectFunctionCall2Coll(texteq, TupleDescAttr(columns, keys_column_key - 1)->attcollation,
-                                             row_key, PointerGetDatum(key))))
+    if (heap_fetch(keys, snapshot, &row, &buffer, true))
         version = row.t_self;
-    ReleaseBuffer(buffer);
+    UnregisterSnapshot(snapshot);
+    if (BufferIsValid(buffer))
+        ReleaseBuffer(buffer);
     return version;
 }
 
