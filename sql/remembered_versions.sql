@@ -37,4 +37,27 @@ END $$;
 CALL pg_temp.pairs(300);
 SELECT pg_relation_size('lease.leases') AS leases_bytes;
 
+-- An idempotency key's completion starts from the key row version its begin
+-- inserted (src/idempotency_key_rows.cpp) only while a lookup through the
+-- primary key would find that very version: not once this transaction has
+-- deleted it, nor once another key's row has taken its slot. Either way the
+-- key has no running execution to complete.
+\set VERBOSITY sqlstate
+BEGIN;
+SELECT token AS k_token FROM lease.idempotency_begin('k', 'f', 'w', '1 hour') \gset
+DELETE FROM lease.idempotency_keys WHERE key = 'k';
+SELECT lease.idempotency_complete('k', :k_token, '{}');
+ROLLBACK;
+VACUUM lease.idempotency_keys;
+SELECT token AS k1_token FROM lease.idempotency_begin('k1', 'f', 'w', '1 hour') \gset
+SELECT ctid AS k1_version FROM lease.idempotency_keys WHERE key = 'k1' \gset
+DELETE FROM lease.idempotency_keys WHERE key = 'k1';
+VACUUM lease.idempotency_keys;
+INSERT INTO lease.idempotency_keys (key, fingerprint, status, token, owner, role, started_at)
+    VALUES ('k2', 'f', 'running', :k1_token, 'w', current_user::regrole, now());
+SELECT ctid = :'k1_version' AS k2_took_the_slot FROM lease.idempotency_keys WHERE key = 'k2';
+SELECT lease.idempotency_complete('k1', :k1_token, '{}');
+SELECT key, status FROM lease.idempotency_keys ORDER BY key;
+\set VERBOSITY default
+
 DROP EXTENSION lease;

@@ -32,7 +32,10 @@ bool past_retention(const KeyState& key, TimestampTz now)
 
 void return_begin_row(FunctionCallInfo fcinfo, const char* status, int64 token, const Jsonb* result)
 {
-    InitMaterializedSRF(fcinfo, 0);
+    // The row type the caller expects is the function's (the executor passes
+    // it in both a FROM clause and a select list): copying it costs a small
+    // part of building it again from the catalog on every call.
+    InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
     const ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     Datum values[3] = {CStringGetTextDatum(status), Int64GetDatum(token), PointerGetDatum(result)};
     bool nulls[3] = {false, token == 0, result == nullptr};

@@ -33,6 +33,59 @@ RowKey key_of(const text* key)
     return RowKey{keys_column_key, texteq, F_TEXTEQ, PointerGetDatum(key)};
 }
 
+// The key row this backend last inserted: its completion, usually in the
+// same transaction, fetches that version instead of searching the primary
+// key again (as read_latest does with a lease row's version).
+constexpr int remembered_key_max = 256;
+struct RememberedKey {
+    Oid table;
+    ItemPointerData version;
+    int length;
+    char key[remembered_key_max];
+};
+RememberedKey remembered_key = {InvalidOid, {}, 0, {}};
+
+void remember_key_version(Relation keys, const text* key, const ItemPointerData& version)
+{
+    const int length = static_cast<int>(VARSIZE_ANY_EXHDR(key));
+    remembered_key.table = length <= remembered_key_max ? RelationGetRelid(keys) : InvalidOid;
+    if (!OidIsValid(remembered_key.table))
+        return;
+    memcpy(remembered_key.key, VARDATA_ANY(key), length);
+    remembered_key.length = length;
+    remembered_key.version = version;
+}
+
+// The remembered version of key's row while it is visible to the latest
+// snapshot, else an invalid version. Visible, it is the version a lookup
+// through the primary key would find if change_row finds it still the latest
+// and key's (no two versions of one key are visible to one snapshot): so
+// nothing else needs checking, not who wrote it, nor whether the table was
+// rewritten since. Invisible (its begin rolled back, or this transaction
+// deleted it), change_row would take it for the latest all the same, so
+// change_row looks the row up. Not under SERIALIZABLE, where the lookup's
+// predicate lock is part of what the read does.
+ItemPointerData remembered_key_version(Relation keys, const text* key)
+{
+    ItemPointerData version;
+    ItemPointerSetInvalid(&version);
+    if (remembered_key.table != RelationGetRelid(keys) ||
+        static_cast<int>(VARSIZE_ANY_EXHDR(key)) != remembered_key.length ||
+        memcmp(VARDATA_ANY(key), remembered_key.key, remembered_key.length) != 0 || IsolationIsSerializable() ||
+        ItemPointerGetBlockNumber(&remembered_key.version) >= RelationGetNumberOfBlocks(keys))
+        return version;
+    HeapTupleData row;
+    row.t_self = remembered_key.version;
+    Buffer buffer;
+    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    if (heap_fetch(keys, snapshot, &row, &buffer, true))
+        version = row.t_self;
+    UnregisterSnapshot(snapshot);
+    if (BufferIsValid(buffer))
+        ReleaseBuffer(buffer);
+    return version;
+}
+
 }  // namespace
 
 // SELECT fingerprint, status, token, result, finished_at FROM
@@ -126,7 +179,7 @@ void store_key_started(const text* key, const text* fingerprint, int64 token, co
                 ObjectIdGetDatum(role), TimestampTzGetDatum(now),     static_cast<Datum>(0)};
             const bool nulls[idempotency_keys_columns] = {false, false, false, false, true,
                                                           false, false, false, true};
-            insert_directly(keys, values, nulls);
+            remember_key_version(keys, key, insert_directly(keys, values, nulls));
             CommandCounterIncrement();
         }
         table_close(keys, NoLock);
@@ -189,8 +242,8 @@ bool store_key_finished(const text* key, int64 token, const char* status, const 
     const Relation keys = open_for_direct_write(rel_idempotency_keys, CMD_UPDATE);
     if (keys != nullptr) {
         Finish finish = {token, status, result, now};
-        const ItemPointerData look_up = {};
-        const bool finished = change_row(keys, key_of(key), look_up, finish_key_row, &finish);
+        const bool finished =
+            change_row(keys, key_of(key), remembered_key_version(keys, key), finish_key_row, &finish);
         table_close(keys, NoLock);
         become_caller(caller);
         return finished;

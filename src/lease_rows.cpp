@@ -309,7 +309,10 @@ DirectChange change_directly(const text* name, const ItemPointerData& version_re
                 values[leases_column_name - 1] = PointerGetDatum(name);
                 nulls[leases_column_name - 1] = false;
                 new_row(values, nulls, context);
-                insert_directly(leases, values, nulls);
+                // The next read of the name (a fence check, the release)
+                // fetches this version instead of searching the primary key,
+                // as after change_row.
+                remember_lease_version(leases, name, insert_directly(leases, values, nulls));
                 // Like a statement, the insert is visible to what follows.
                 CommandCounterIncrement();
                 outcome = DirectChange::changed;

@@ -183,7 +183,7 @@ void require_not_null(Relation table, TupleTableSlot* slot)
 
 }  // namespace
 
-void insert_directly(Relation table, const Datum* values, const bool* nulls)
+ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls)
 {
     const int columns = RelationGetDescr(table)->natts;
     TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsVirtual);
@@ -193,7 +193,9 @@ void insert_directly(Relation table, const Datum* values, const bool* nulls)
     require_not_null(table, row);
     simple_table_tuple_insert(table, row);
     add_index_entries(table, row, nullptr, false);
+    const ItemPointerData inserted = row->tts_tid;
     ExecDropSingleTupleTableSlot(row);
+    return inserted;
 }
 
 namespace {

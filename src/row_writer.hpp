@@ -62,8 +62,8 @@ void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_
 // Inserts a row into table (open_for_direct_write's, with one value per
 // column it has, dropped ones included) and its indexes, as INSERT would: 23502 for a NULL in a NOT NULL column, as the
 // executor's ExecConstraints (the shape check leaves only the script's NOT
-// NULL columns, which the writer always fills).
-void insert_directly(Relation table, const Datum* values, const bool* nulls);
+// NULL columns, which the writer always fills). Returns where the row went.
+ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls);
 
 // A row version a change makes, and the columns it sets (as
 // add_index_entries takes them).
