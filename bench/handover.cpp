@@ -683,10 +683,13 @@ void run_idle(int count, int seconds, int settle_seconds, const std::string& lay
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     // The rest of the cluster: every other server process (the postmaster,
-    // background processes, the holder), not the monitor that asks.
+    // background processes, the holder), not the monitor that asks, nor the
+    // workers that come and go (an autovacuum worker that exits between the
+    // two readings leaves no schedstat to read).
     std::vector<int> others;
     Outcome activity = must(*monitor, "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                                      "AND pid <> ALL($1::int[])",
+                                      "AND pid <> ALL($1::int[]) "
+                                      "AND backend_type NOT IN ('autovacuum worker', 'parallel worker')",
                             {pid_array(pids)});
     for (int r = 0; r < activity.rows(); ++r)
         others.push_back(std::stoi(activity.value(r, 0)));
