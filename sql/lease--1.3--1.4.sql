@@ -197,3 +197,12 @@ COMMENT ON FUNCTION lease.events_horizon(boolean) IS
 -- entry less for every claim of a resource.
 DROP INDEX lease.pool_resources_session;
 CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
+
+-- The server run that may have handed out tokens without flushing the token
+-- sequence (asynchronous grants): a later run leaps the tokens first.
+CREATE SEQUENCE lease.unflushed_token_run AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
+
+COMMENT ON SEQUENCE lease.unflushed_token_run IS
+    'The server run that may have handed out tokens without flushing the token sequence (0: none since the last leap); a later run leaps the tokens 2^32 first.';
+
+REVOKE ALL ON SEQUENCE lease.unflushed_token_run FROM PUBLIC;

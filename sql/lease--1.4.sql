@@ -469,6 +469,18 @@ CREATE SEQUENCE lease.token_epoch_mark AS bigint MINVALUE 0 START 0 NO CYCLE CAC
 COMMENT ON SEQUENCE lease.token_epoch_mark IS
     'Which token epoch last leapt lease.fencing_token_seq (a hash of its identity), so that one epoch leaps once.';
 
+-- The server run (one generation of the server's shared memory: it ends with
+-- every restart and every crash) that may have handed out tokens whose WAL
+-- was not flushed yet, or 0. Asynchronous grants (lease.synchronous_commit =
+-- off) set it, flushed, before the first token they do not flush; the first
+-- grant of any later run that finds it set leaps the token sequence 2^32, as
+-- for a new epoch, and resets it. A sequence, so that it is seen and kept
+-- whatever becomes of the transactions that set it.
+CREATE SEQUENCE lease.unflushed_token_run AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
+
+COMMENT ON SEQUENCE lease.unflushed_token_run IS
+    'The server run that may have handed out tokens without flushing the token sequence (0: none since the last leap); a later run leaps the tokens 2^32 first.';
+
 -- The installation itself, before any token: a standby promoted without any
 -- grant's WAL, or a restore, still sees that another epoch existed. Its
 -- timeline is the one WAL is written on (the first 8 hex digits of the WAL
@@ -486,6 +498,7 @@ SELECT s.system_identifier,
 
 GRANT SELECT ON lease.token_epochs TO PUBLIC;
 REVOKE ALL ON SEQUENCE lease.token_epoch_mark FROM PUBLIC;
+REVOKE ALL ON SEQUENCE lease.unflushed_token_run FROM PUBLIC;
 
 -- Semaphores, shared leases, all-or-none grants, leader values and waiters
 -- (docs/concepts.md, "Semaphores, shared leases and leaders").

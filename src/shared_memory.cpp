@@ -4,7 +4,7 @@ namespace lease {
 
 namespace {
 
-const SharedArea* const areas[] = {&waiter_registry_area, &metrics_area};
+const SharedArea* const areas[] = {&waiter_registry_area, &metrics_area, &token_run_area};
 
 shmem_request_hook_type previous_shmem_request_hook = nullptr;
 shmem_startup_hook_type previous_shmem_startup_hook = nullptr;

@@ -1,7 +1,8 @@
-// Shared memory of the extension's own: lease.waiters' table and the metrics'
-// counters (docs/monitoring.md). With lease in shared_preload_libraries, it
-// is reserved at server start; otherwise each area comes from the spare
-// shared memory every server keeps for add-ins, on first use. PostgreSQL-facing.
+// Shared memory of the extension's own: lease.waiters' table, the metrics'
+// counters (docs/monitoring.md) and the server run's identity (token_epochs).
+// With lease in shared_preload_libraries, it is reserved at server start;
+// otherwise each area comes from the spare shared memory every server keeps
+// for add-ins, on first use. PostgreSQL-facing.
 #pragma once
 
 #include "postgres_headers.hpp"
@@ -22,6 +23,7 @@ struct SharedArea {
 // The areas, defined by the modules they belong to.
 extern const SharedArea waiter_registry_area;
 extern const SharedArea metrics_area;
+extern const SharedArea token_run_area;
 
 // The area, attached on first use; nullptr (after one WARNING, remembered in
 // *unavailable) when a server that did not preload the library has too

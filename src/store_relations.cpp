@@ -5,7 +5,7 @@ namespace lease {
 namespace {
 
 constexpr const char* relation_names[rel_count] = {
-    "leases",       "fencing_token_seq", "token_epochs",   "token_epoch_mark", "sessions",
+    "leases",       "fencing_token_seq", "token_epochs",   "token_epoch_mark", "unflushed_token_run", "sessions",
     "prefix_rules", "history",           "holders",        "idempotency_keys", "stat_grants",    "stat_denials",     "stat_waits",
     "stat_takeovers", "stat_releases",   "stat_revokes",   "stat_fence_rejections"};
 

@@ -11,13 +11,14 @@ namespace lease {
 // on every call, and forgotten when any of them is invalidated (dropped,
 // altered, re-owned) or the relation cache is reset. Relations of later
 // versions are missing until ALTER EXTENSION lease UPDATE (token_epochs until
-// 1.1, holders until 1.3, the rest until 1.2), so they are looked for until found: this library
+// 1.1, holders until 1.3, unflushed_token_run until 1.4, the rest until 1.2), so they are looked for until found: this library
 // keeps serving an older catalog until it is updated.
 enum Relation_ {
     rel_leases,
     rel_token_sequence,
     rel_token_epochs,
     rel_token_epoch_mark,
+    rel_unflushed_token_run,
     rel_sessions,
     rel_prefix_rules,
     rel_history,

@@ -1,6 +1,7 @@
 #include "token_epochs.hpp"
 
 #include "lock_tags.hpp"
+#include "shared_memory.hpp"
 #include "store_relations.hpp"
 #include "store_spi.hpp"
 
@@ -91,7 +92,125 @@ constexpr StoredQuery query_epoch_mark = {
     1,
     {INT8OID}};
 
+// unflushed_run(): the run that may have handed out unflushed tokens, or 0.
+constexpr StoredQuery query_unflushed_run = {"SELECT last_value FROM lease.unflushed_token_run", 0, {}};
+
+// set_unflushed_run($1 run, or 0).
+constexpr StoredQuery query_set_unflushed_run = {
+    "SELECT pg_catalog.setval('lease.unflushed_token_run'::pg_catalog.regclass, $1)",
+    1,
+    {INT8OID}};
+
+// token_leap($1 gap): leaps the sequence by the gap.
+constexpr StoredQuery query_token_leap = {
+    "SELECT pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,"
+    "                         s.last_value OPERATOR(pg_catalog.+) $1)"
+    "  FROM lease.fencing_token_seq AS s",
+    1,
+    {INT8OID}};
+
+// A server run: one generation of the server's shared memory. WAL that a
+// backend inserted but nobody wrote out lives in shared memory too, so
+// anything that can lose it -- a restart, a crash, the re-initialization
+// after a backend crashed -- begins a new run.
+// The installations (every database has its own) whose
+// lease.unflushed_token_run this run has set to its id and flushed, as
+// (database OID << 32 | sequence OID); 0 ends the list. A full list only
+// makes the grants of further installations flush their tokens.
+constexpr int marked_installations = 64;
+
+struct TokenRun {
+    int64 id;  // random, > 0
+    pg_atomic_uint64 marked[marked_installations];
+};
+
+Size token_run_size()
+{
+    return sizeof(TokenRun);
+}
+
+void initialize_token_run(void* memory)
+{
+    TokenRun* run = static_cast<TokenRun*>(memory);
+    uint64 id = 0;
+    if (!pg_strong_random(&id, sizeof id))
+        id = static_cast<uint64>(GetCurrentTimestamp());
+    run->id = static_cast<int64>(id & PG_INT64_MAX) | 1;
+    for (pg_atomic_uint64& installation : run->marked)
+        pg_atomic_init_u64(&installation, 0);
+}
+
+// This database's installation, as a key of TokenRun::marked.
+uint64 installation_key(Oid unflushed_run)
+{
+    return (static_cast<uint64>(MyDatabaseId) << 32) | unflushed_run;
+}
+
+bool run_marked(TokenRun* run, uint64 key)
+{
+    for (pg_atomic_uint64& installation : run->marked) {
+        const uint64 marked = pg_atomic_read_u64(&installation);
+        if (marked == key)
+            return true;
+        if (marked == 0)
+            return false;
+    }
+    return false;
+}
+
+void remember_run_marked(TokenRun* run, uint64 key)
+{
+    for (pg_atomic_uint64& installation : run->marked) {
+        uint64 expected = 0;
+        if (pg_atomic_compare_exchange_u64(&installation, &expected, key) || expected == key)
+            return;
+    }
+}
+
+bool token_run_unavailable = false;
+TokenRun* current_run = nullptr;
+
+// This run, or nullptr (asynchronous grants then flush their tokens, as
+// synchronous ones do).
+TokenRun* token_run()
+{
+    if (current_run == nullptr)
+        current_run = static_cast<TokenRun*>(attach_shared_area(token_run_area, &token_run_unavailable));
+    return current_run;
+}
+
+// Whether this backend has checked lease.unflushed_token_run (once per
+// backend: no backend outlives its run).
+bool run_checked = false;
+// Whether this backend moved the token sequence (a leap) since it last
+// flushed it: the move must be durable before a token drawn after it is
+// handed out, asynchronous or not.
+bool leap_unflushed = false;
+
+// The first row's first column of the last query's result, a boolean.
+bool first_bool()
+{
+    bool isnull;
+    const Datum value = result_value(0, 1, &isnull);
+    return !isnull && DatumGetBool(value);
+}
+
+// Flushes WAL up to the last change of the sequence's only page.
+void flush_sequence(Oid sequence_oid)
+{
+    const Relation sequence = relation_open(sequence_oid, AccessShareLock);
+    const Buffer buffer = ReadBuffer(sequence, 0);
+    LockBuffer(buffer, BUFFER_LOCK_SHARE);
+    const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
+    UnlockReleaseBuffer(buffer);
+    relation_close(sequence, NoLock);
+    XLogFlush(last_logged);
+}
+
 }  // namespace
+
+const SharedArea token_run_area = {"lease token run", token_run_size, initialize_token_run,
+                                   "lease.synchronous_commit = off flushes every token: too little spare shared memory"};
 
 namespace {
 
@@ -154,13 +273,26 @@ void commit_lease_change(LeaseChange change)
 
 void make_tokens_durable()
 {
-    const Relation sequence = relation_open(lease_relations().oids[rel_token_sequence], AccessShareLock);
-    const Buffer buffer = ReadBuffer(sequence, 0);
-    LockBuffer(buffer, BUFFER_LOCK_SHARE);
-    const XLogRecPtr last_logged = BufferGetLSNAtomic(buffer);
-    UnlockReleaseBuffer(buffer);
-    relation_close(sequence, NoLock);
-    XLogFlush(last_logged);
+    const Oid unflushed_run = lease_relations().oids[rel_unflushed_token_run];
+    TokenRun* const this_run =
+        !synchronous_lease_commit && !leap_unflushed && OidIsValid(unflushed_run) ? token_run() : nullptr;
+    const uint64 key = installation_key(unflushed_run);
+    if (this_run != nullptr) {
+        // Asynchronous: once this run is marked, durably, as one whose
+        // tokens a crash may take back (the next run then leaps past them),
+        // its tokens need no flush of their own.
+        if (run_marked(this_run, key))
+            return;
+        Datum run_id[1] = {Int64GetDatum(this_run->id)};
+        const CallerIdentity caller = connect_as_lease_owner();
+        run(query_set_unflushed_run, run_id, nullptr, false, true);
+        finish_as_caller(caller);
+        flush_sequence(unflushed_run);
+    }
+    flush_sequence(lease_relations().oids[rel_token_sequence]);
+    leap_unflushed = false;
+    if (this_run != nullptr)
+        remember_run_marked(this_run, key);
 }
 
 void ensure_token_epoch()
@@ -177,7 +309,9 @@ void ensure_token_epoch()
     // installation, when the extension is dropped and created again (say, to
     // restore a dump).
     const TimeLineID timeline = GetWALInsertionTimeLine();
-    if (timeline == committed_epoch.timeline && epochs == committed_epoch.log)
+    const bool epoch_known = timeline == committed_epoch.timeline && epochs == committed_epoch.log;
+    const bool check_run = !run_checked && OidIsValid(lease_relations().oids[rel_unflushed_token_run]);
+    if (epoch_known && !check_run)
         return;
 
     const Oid installation = get_extension_oid("lease", false);
@@ -188,39 +322,73 @@ void ensure_token_epoch()
     Datum values[4] = {Int64GetDatum(static_cast<int64>(system_identifier)), Int32GetDatum(static_cast<int32>(timeline)),
                        ObjectIdGetDatum(installation), Int64GetDatum(token_epoch_gap)};
     Datum mark_value[1] = {Int64GetDatum(mark)};
+    Datum gap[1] = {Int64GetDatum(token_epoch_gap)};
+    Datum no_run[1] = {Int64GetDatum(0)};
     const bool has_mark = OidIsValid(lease_relations().oids[rel_token_epoch_mark]);
+    // Without shared memory for the run, this run cannot have marked it
+    // (asynchronous grants flush then): any run marked is an earlier one.
+    const TokenRun* const this_run = check_run ? token_run() : nullptr;
+    const int64 this_run_id = this_run != nullptr ? this_run->id : 0;
     const CallerIdentity caller = connect_as_lease_owner();
-    bool isnull;
-    run(query_epoch_recorded, values, nullptr, true, true);
-    bool recorded = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-    if (!recorded) {
+    bool recorded = true;
+    bool earlier_run_unflushed = false;
+    // Whether this epoch issued tokens; whether an earlier run may have
+    // handed out tokens that a crash took back.
+    auto look = [&]() {
+        if (!epoch_known) {
+            run(query_epoch_recorded, values, nullptr, true, true);
+            recorded = first_bool();
+        }
+        if (check_run) {
+            run(query_unflushed_run, nullptr, nullptr, true, true);
+            const int64 marked_run = first_int8();
+            earlier_run_unflushed = marked_run != 0 && marked_run != this_run_id;
+        }
+    };
+    look();
+    if (!recorded || earlier_run_unflushed) {
         // setval(last_value + gap) is a read-modify-write: two at once could
         // move the sequence back below tokens drawn after the first. So leaps
         // take turns, but none waits for another's commit. The mark, a
         // sequence, shows the next in turn a leap of this epoch that has not
         // committed yet, so that the epoch leaps once however many backends
-        // grant its first tokens at the same moment.
+        // grant its first tokens at the same moment; an earlier run's mark
+        // is reset at once, for the same reason.
         LOCKTAG tag;
         set_token_epoch_locktag(&tag);
         (void) LockAcquire(&tag, ExclusiveLock, false, false);
-        run(query_epoch_recorded, values, nullptr, true, true);
-        recorded = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        look();
+        bool leapt = false;
         if (!recorded) {
-            bool leapt = false;
+            bool epoch_leapt = false;
             if (has_mark) {
                 run(query_epoch_leapt, mark_value, nullptr, true, true);
-                leapt = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+                epoch_leapt = first_bool();
             }
-            if (!leapt) {
+            if (!epoch_leapt) {
                 run(query_epoch_leap, values, nullptr, false, true);
+                leapt = SPI_processed > 0;
                 if (has_mark)
                     run(query_epoch_mark, mark_value, nullptr, false, true);
             }
-            run(query_epoch_log, values, nullptr, false, true);
         }
+        if (earlier_run_unflushed) {
+            // One leap covers both the new epoch and the lost tokens.
+            if (!leapt)
+                run(query_token_leap, gap, nullptr, false, true);
+            leapt = true;
+            run(query_set_unflushed_run, no_run, nullptr, false, true);
+        }
+        if (!recorded || earlier_run_unflushed)
+            run(query_epoch_log, values, nullptr, false, true);
+        leap_unflushed = leap_unflushed || leapt;
         LockRelease(&tag, ExclusiveLock, false);
     }
     finish_as_caller(caller);
+    // The run's mark is a sequence: its reset stands whatever becomes of
+    // this transaction.
+    if (check_run)
+        run_checked = true;
     // This backend stops checking once the epoch's row is surely committed:
     // now, if it was already; at commit, if this transaction logged it.
     const EpochMemo checked = {timeline, epochs};

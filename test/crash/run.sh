@@ -20,6 +20,11 @@
 #      still has every permit a session saw granted last, that the next
 #      grant's token is larger than every token any client ever saw, and that
 #      no token was ever seen twice.
+# Then: a token seen in a transaction a crash cut off; asynchronous grants
+# (lease.synchronous_commit = off) and the few flushes they make; a crash in
+# the middle of asynchronous grants and fenced writes; and asynchronous
+# grants whose token sequence record a crash took back (an immediate stop; a
+# backend killed, in a second database), after which the next grant leaps.
 #
 # Prints TAP-style "ok N - ..." lines and "crash: P passed, F failed"; exits
 # non-zero on any failure. Run from anywhere, as root or not: bash test/crash/run.sh
@@ -271,17 +276,19 @@ ok=1
 report $ok "a token seen in a transaction cut off by a crash ($uncommitted) is not granted again after restart (next: $after)" \
     "log_cnt before the grant: $log_cnt"
 
-# Asynchronous grants commit without a WAL flush of their own: 40 grants and
-# 40 releases in a session with lease.synchronous_commit = off flush WAL only
-# for the token sequence (once in 32 tokens) or through the WAL writer (every
-# 10 s here), where synchronous commits would flush 80 times. A savepoint
+# Asynchronous grants commit without a WAL flush of their own: 200 grants and
+# 200 releases in a session with lease.synchronous_commit = off flush WAL only
+# to leap past the last run's tokens and mark their own run (once per run,
+# below), to commit the temporary table, or through the WAL writer (every
+# 10 s here), where synchronous commits would flush 400 times and a flush of
+# the token sequence's records (one in 32 tokens) 7 times. A savepoint
 # rolled back around a release takes its asynchronous commit back: the
 # transaction's write then commits synchronously, with a flush.
 syncs=$(
     {
         echo "SET lease.synchronous_commit = off;"
         echo "CREATE TEMP TABLE syncs AS SELECT wal_sync FROM pg_stat_wal;"
-        for ((i = 1; i <= 40; i++)); do
+        for ((i = 1; i <= 200; i++)); do
             echo "SELECT lease.lease_acquire('crash:commit', 'c', '1 hour') AS t \\gset"
             echo "SELECT lease.lease_release('crash:commit', :t) AS released \\gset"
         done
@@ -298,8 +305,8 @@ syncs=$(
 )
 pair_syncs=$(echo "$syncs" | sed -n 's/^pairs|//p')
 savepoint_syncs=$(echo "$syncs" | sed -n 's/^savepoint|//p')
-[ -n "$pair_syncs" ] && [ "$pair_syncs" -le 8 ] && [ -n "$savepoint_syncs" ] && [ "$savepoint_syncs" -ge 1 ]
-report $? "asynchronous commits: 40 grants and releases with lease.synchronous_commit = off flushed WAL $pair_syncs times (at most 8); a release rolled back to a savepoint left its transaction synchronous ($savepoint_syncs flushes)" \
+[ -n "$pair_syncs" ] && [ "$pair_syncs" -le 4 ] && [ -n "$savepoint_syncs" ] && [ "$savepoint_syncs" -ge 1 ]
+report $? "asynchronous commits: 200 grants and releases with lease.synchronous_commit = off flushed WAL $pair_syncs times (at most 4); a release rolled back to a savepoint left its transaction synchronous ($savepoint_syncs flushes)" \
     "$syncs"
 
 # Asynchronous grants (lease.synchronous_commit = off): sessions grant,
@@ -358,6 +365,74 @@ ok=1
 [[ "$probe" =~ ^[0-9]+$ ]] && [ "$probe" -gt "$max_seen" ] && [ -z "$dups" ] && ok=0
 report $ok "asynchronous grants: the first grant after the crash ($probe) is above every token a client saw ($max_seen), none seen twice" \
     "duplicates: $dups"
+
+# Asynchronous grants do not flush the token sequence once their server run
+# is marked in lease.unflushed_token_run (flushed, by the run's first such
+# grant): a crash may then take back the sequence's WAL record of tokens a
+# client saw, and the next run must leap past them. Grant asynchronously until
+# the sequence's last record is not even written to the operating system (the
+# WAL writer waits 10 s here), crash, check that the sequence went back below
+# the last token seen (else, try again), and that the next grant is above it.
+# Once with an immediate stop; once with a backend killed (the postmaster
+# re-initializes shared memory, losing the WAL in it, without restarting),
+# in a second database whose installation has its own mark, after the first
+# database's asynchronous grants marked the run there.
+sql -c "CREATE EXTENSION IF NOT EXISTS pageinspect" -c "CREATE DATABASE crash_second" >/dev/null
+sql -d crash_second -c "CREATE EXTENSION lease" -c "CREATE EXTENSION pageinspect" >/dev/null
+unwritten_record_script() {
+    local i
+    echo "SET lease.synchronous_commit = off;"
+    for ((i = 1; i <= 200; i++)); do
+        echo "SELECT lease.lease_acquire('crash:unwritten', 'u', '1 hour') AS t \\gset"
+        echo "\\echo crash:unwritten|:t"
+        echo "SELECT lease.lease_release('crash:unwritten', :t) AS released \\gset"
+        echo "SELECT (SELECT lsn FROM page_header(get_raw_page('lease.fencing_token_seq', 0)))"
+        echo "       > pg_current_wal_lsn() AS record_unwritten \\gset"
+        echo "\\if :record_unwritten"
+        echo "\\q"
+        echo "\\endif"
+    done
+}
+for how in "an immediate stop" "a backend killed"; do
+    lost="" last_seen=0 attempts=0 database=()
+    [ "$how" = "a backend killed" ] && database=(-d crash_second)
+    while [ -z "$lost" ] && ((attempts < 8)); do
+        attempts=$((attempts + 1))
+        bystander_pid=""
+        if [ "$how" = "a backend killed" ]; then
+            sql -c "SET lease.synchronous_commit = off" \
+                -c "SELECT lease.lease_acquire('crash:first-database', 'f', '1 second')" >/dev/null
+            sql -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+            BG_PIDS=($!)
+            for ((i = 0; i < 100; i++)); do
+                bystander_pid=$(sql -c "SELECT pid FROM pg_catalog.pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(600)%'")
+                [ -n "$bystander_pid" ] && break
+                sleep 0.1
+            done
+        fi
+        unwritten_record_script | sql "${database[@]}" -f - >"$WORK/unwritten.out" 2>&1
+        if [ "$how" = "an immediate stop" ]; then
+            cluster_restart_server stop -m immediate
+            cluster_restart_server start
+        else
+            as_root kill -9 "$bystander_pid"
+            wait "${BG_PIDS[@]}" 2>/dev/null
+            BG_PIDS=()
+            for ((i = 0; i < 100; i++)); do
+                sql -c "SELECT 1" >/dev/null 2>&1 && break
+                sleep 0.2
+            done
+        fi
+        last_seen=$(tokens_of "$WORK/unwritten.out" | tail -n 1 | cut -d'|' -f2)
+        sequence_now=$(sql "${database[@]}" -c "SELECT last_value FROM lease.fencing_token_seq")
+        [[ "$last_seen" =~ ^[0-9]+$ ]] && [ "$sequence_now" -lt "$last_seen" ] && lost=$sequence_now
+    done
+    after=$(sql "${database[@]}" -c "SELECT lease.lease_acquire('crash:unwritten-probe', 'probe', '1 hour')" 2>&1)
+    ok=1
+    [ -n "$lost" ] && [[ "$after" =~ ^[0-9]+$ ]] && [ "$after" -gt "$last_seen" ] && ok=0
+    report $ok "asynchronous grants${database[1]:+ in a second database}: after $how took back the token sequence's record (back at ${lost:-?} below a token seen, $last_seen; attempt $attempts), the next grant leaps past it ($after)" \
+        "the sequence's record was lost in none of $attempts attempts, or the grant did not leap"
+done
 
 # After every crash and restart, the tables and their indexes are intact.
 lease_tables_intact

@@ -2,7 +2,7 @@
 -- (docs/reference.md, "Privileges": application roles change lease state only through the functions; lease_revoke and prune are admin only).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(58);
+SELECT plan(59);
 
 -- Catalog view of the grants to PUBLIC.
 SELECT ok(has_schema_privilege('public', 'lease', 'USAGE'), 'PUBLIC has USAGE on schema lease');
@@ -26,6 +26,8 @@ SELECT ok(has_function_privilege('public', 'lease.set_fence_token(bigint)', 'EXE
     'PUBLIC can EXECUTE set_fence_token');
 SELECT ok(NOT has_sequence_privilege('public', 'lease.token_epoch_mark', 'USAGE, SELECT, UPDATE'),
     'PUBLIC has no privilege at all on lease.token_epoch_mark');
+SELECT ok(NOT has_sequence_privilege('public', 'lease.unflushed_token_run', 'USAGE, SELECT, UPDATE'),
+    'PUBLIC has no privilege at all on lease.unflushed_token_run');
 SELECT ok(has_function_privilege('public', 'lease.lease_acquire(text,text,interval,interval)', 'EXECUTE'),
     'PUBLIC can EXECUTE lease_acquire');
 SELECT ok(has_function_privilege('public', 'lease.lease_heartbeat(text,bigint,interval)', 'EXECUTE'),

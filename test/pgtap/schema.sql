@@ -8,10 +8,10 @@ SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['leases', 'token_epochs', 'sessions', 'history', 'prefix_rules', 'idempotency_keys',
                               'pools', 'pool_resources', 'pool_claimers', 'holders', 'lease_values'],
     'lease holds exactly the eleven documented tables');
-SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'session_id_seq', 'stat_grants',
+SELECT sequences_are('lease', ARRAY['fencing_token_seq', 'token_epoch_mark', 'unflushed_token_run', 'session_id_seq', 'stat_grants',
                                      'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
                                      'stat_revokes', 'stat_fence_rejections'],
-    'lease holds exactly the documented sequences: tokens, the epoch mark, session ids and the counters');
+    'lease holds exactly the documented sequences: tokens, the epoch mark, the unflushed run, session ids and the counters');
 SELECT views_are('lease', ARRAY['status', 'stats', 'waiters', 'metrics'],
     'lease holds exactly four views, status, stats, waiters and metrics');
 SELECT functions_are('lease',
