@@ -234,7 +234,11 @@ bool synchronous_commit_lowered = false;
 // commit record that could read or SET the setting.
 void commit_asynchronously_at_transaction_end(XactEvent event, void*)
 {
-    if (event == XACT_EVENT_PRE_COMMIT && asynchronous_commit_asked != InvalidSubTransactionId) {
+    // Like synchronous_commit, the setting counts as it is at commit: a SET
+    // LOCAL lease.synchronous_commit = on after the call makes the commit
+    // synchronous again.
+    if (event == XACT_EVENT_PRE_COMMIT && asynchronous_commit_asked != InvalidSubTransactionId &&
+        !synchronous_lease_commit) {
         synchronous_commit_before = synchronous_commit;
         synchronous_commit_lowered = true;
         synchronous_commit = SYNCHRONOUS_COMMIT_OFF;

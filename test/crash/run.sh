@@ -301,12 +301,21 @@ syncs=$(
         echo "ROLLBACK TO s; INSERT INTO crash_control VALUES (0); COMMIT;"
         echo "SELECT pg_stat_force_next_flush();"
         echo "SELECT 'savepoint', (SELECT wal_sync FROM pg_stat_wal) - wal_sync FROM syncs;"
-    } | sql -f - 2>&1 | grep -E '^(pairs|savepoint)\|'
+        echo "SELECT lease.lease_acquire('crash:commit', 'c', '1 hour') AS t \\gset"
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "UPDATE syncs SET wal_sync = (SELECT wal_sync FROM pg_stat_wal);"
+        echo "BEGIN; SELECT lease.lease_release('crash:commit', :t) AS released \\gset"
+        echo "SET LOCAL lease.synchronous_commit = on; INSERT INTO crash_control VALUES (0); COMMIT;"
+        echo "SELECT pg_stat_force_next_flush();"
+        echo "SELECT 'set local', (SELECT wal_sync FROM pg_stat_wal) - wal_sync FROM syncs;"
+    } | sql -f - 2>&1 | grep -E '^(pairs|savepoint|set local)\|'
 )
 pair_syncs=$(echo "$syncs" | sed -n 's/^pairs|//p')
 savepoint_syncs=$(echo "$syncs" | sed -n 's/^savepoint|//p')
-[ -n "$pair_syncs" ] && [ "$pair_syncs" -le 4 ] && [ -n "$savepoint_syncs" ] && [ "$savepoint_syncs" -ge 1 ]
-report $? "asynchronous commits: 200 grants and releases with lease.synchronous_commit = off flushed WAL $pair_syncs times (at most 4); a release rolled back to a savepoint left its transaction synchronous ($savepoint_syncs flushes)" \
+set_local_syncs=$(echo "$syncs" | sed -n 's/^set local|//p')
+[ -n "$pair_syncs" ] && [ "$pair_syncs" -le 4 ] && [ -n "$savepoint_syncs" ] && [ "$savepoint_syncs" -ge 1 ] &&
+    [ -n "$set_local_syncs" ] && [ "$set_local_syncs" -ge 1 ]
+report $? "asynchronous commits: 200 grants and releases with lease.synchronous_commit = off flushed WAL $pair_syncs times (at most 4); a release rolled back to a savepoint left its transaction synchronous ($savepoint_syncs flushes), and so did SET LOCAL lease.synchronous_commit = on after a release ($set_local_syncs)" \
     "$syncs"
 
 # Asynchronous grants (lease.synchronous_commit = off): sessions grant,
