@@ -77,6 +77,34 @@ SELECT lease.lease_acquire('epoch-h', 'w1', '1 minute') IS NOT NULL AS granted;
 SELECT count(*) AS logged_after_commit FROM lease.token_epochs WHERE first_token IS NOT NULL;
 
 
+-- A server run that granted asynchronously (lease.synchronous_commit = off)
+-- marks itself in lease.unflushed_token_run, flushed; the first grant of a
+-- later run that finds the mark leaps once and resets it. A crash cannot
+-- happen inside pg_regress: an earlier run's mark is played by another run's
+-- ID (test/crash/run.sh crashes for real).
+SELECT setval('lease.unflushed_token_run', 12345) IS NOT NULL AS earlier_run_marked;
+SELECT last_value AS sequence_before FROM lease.fencing_token_seq \gset
+\c
+SELECT lease.lease_acquire('run-a', 'w1', '1 minute') = :sequence_before + 4294967296 + 1 AS leapt_once;
+SELECT last_value AS mark_after_the_leap FROM lease.unflushed_token_run;
+SELECT count(*) AS leap_logged FROM lease.token_epochs WHERE first_token = :sequence_before + 4294967296 + 1;
+\c
+SELECT lease.lease_acquire('run-b', 'w1', '1 minute') = :sequence_before + 4294967296 + 2 AS no_second_leap;
+-- An asynchronous grant marks this run; this run's own mark leaps nothing.
+SET lease.synchronous_commit = off;
+SELECT lease.lease_acquire('run-c', 'w1', '1 minute') = :sequence_before + 4294967296 + 3 AS asynchronous_grant;
+SELECT last_value NOT IN (0, 12345) AS this_run_marked FROM lease.unflushed_token_run;
+\c
+SELECT lease.lease_acquire('run-d', 'w1', '1 minute') = :sequence_before + 4294967296 + 4 AS own_run_no_leap;
+-- A promotion after an asynchronous run leaps once, for both.
+UPDATE lease.token_epochs SET timeline_id = timeline_id - 1000;
+SELECT setval('lease.token_epoch_mark', 1) AS old_epoch_mark;
+SELECT setval('lease.unflushed_token_run', 12345) IS NOT NULL AS earlier_run_marked;
+SELECT last_value AS sequence_before FROM lease.fencing_token_seq \gset
+\c
+SELECT lease.lease_acquire('run-e', 'w1', '1 minute') = :sequence_before + 4294967296 + 1 AS one_leap_for_both;
+SELECT last_value AS mark_after_the_leap FROM lease.unflushed_token_run;
+
 -- A leap moves only the sequence: leases granted before it keep their tokens.
 SELECT lease.lease_heartbeat('epoch-a', 1) AS old_grant_still_live;
 

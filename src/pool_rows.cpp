@@ -37,8 +37,7 @@ int store_pool_put(const text* pool, const text* name, const Jsonb* state)
     run(query_pool_put, values, nullptr, false);
     int outcome = -1;
     if (SPI_processed == 1) {
-        bool isnull;
-        outcome = DatumGetBool(result_value(0, 1, &isnull)) ? 1 : 0;
+        outcome = first_bool() ? 1 : 0;
         if (outcome == 1) {
             Datum count[2] = {PointerGetDatum(pool), Int64GetDatum(1)};
             run(query_pool_count_add, count, nullptr, false);

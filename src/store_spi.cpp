@@ -103,6 +103,13 @@ int64 first_int8()
     return DatumGetInt64(result_value(0, 1, &isnull));
 }
 
+bool first_bool()
+{
+    bool isnull;
+    const Datum value = result_value(0, 1, &isnull);
+    return !isnull && DatumGetBool(value);
+}
+
 Datum result_copy(SPITupleTable* table, uint64 row, int column, bool* isnull)
 {
     const Datum value = SPI_getbinval(table->vals[row], table->tupdesc, column, isnull);

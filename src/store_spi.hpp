@@ -56,6 +56,8 @@ int run(const StoredQuery& query, Datum* values, const char* nulls, bool read_on
 
 Datum result_value(uint64 row, int column, bool* isnull);
 int64 first_int8();
+// The first row's first column as a boolean (false when NULL).
+bool first_bool();
 
 // A detoasted copy of a varlena result in the caller's memory context, so
 // that it outlives SPI_finish (a result may be compressed or stored out of

@@ -109,18 +109,18 @@ constexpr StoredQuery query_token_leap = {
     1,
     {INT8OID}};
 
+constexpr int marked_installations = 64;
+
 // A server run: one generation of the server's shared memory. WAL that a
 // backend inserted but nobody wrote out lives in shared memory too, so
 // anything that can lose it -- a restart, a crash, the re-initialization
 // after a backend crashed -- begins a new run.
-// The installations (every database has its own) whose
-// lease.unflushed_token_run this run has set to its id and flushed, as
-// (database OID << 32 | sequence OID); 0 ends the list. A full list only
-// makes the grants of further installations flush their tokens.
-constexpr int marked_installations = 64;
-
 struct TokenRun {
     int64 id;  // random, > 0
+    // The installations (every database has its own) whose
+    // lease.unflushed_token_run this run has set to its id and flushed, as
+    // (database OID << 32 | sequence OID); 0 ends the list. A full list only
+    // makes the grants of further installations flush their tokens.
     pg_atomic_uint64 marked[marked_installations];
 };
 
@@ -179,21 +179,13 @@ TokenRun* token_run()
     return current_run;
 }
 
-// Whether this backend has checked lease.unflushed_token_run (once per
-// backend: no backend outlives its run).
-bool run_checked = false;
+// The lease.unflushed_token_run this backend has checked (once per backend
+// and installation: no backend outlives its run).
+Oid run_checked_in = InvalidOid;
 // Whether this backend moved the token sequence (a leap) since it last
 // flushed it: the move must be durable before a token drawn after it is
 // handed out, asynchronous or not.
 bool leap_unflushed = false;
-
-// The first row's first column of the last query's result, a boolean.
-bool first_bool()
-{
-    bool isnull;
-    const Datum value = result_value(0, 1, &isnull);
-    return !isnull && DatumGetBool(value);
-}
 
 // Flushes WAL up to the last change of the sequence's only page.
 void flush_sequence(Oid sequence_oid)
@@ -314,7 +306,8 @@ void ensure_token_epoch()
     // restore a dump).
     const TimeLineID timeline = GetWALInsertionTimeLine();
     const bool epoch_known = timeline == committed_epoch.timeline && epochs == committed_epoch.log;
-    const bool check_run = !run_checked && OidIsValid(lease_relations().oids[rel_unflushed_token_run]);
+    const Oid unflushed_run = lease_relations().oids[rel_unflushed_token_run];
+    const bool check_run = OidIsValid(unflushed_run) && unflushed_run != run_checked_in;
     if (epoch_known && !check_run)
         return;
 
@@ -392,7 +385,7 @@ void ensure_token_epoch()
     // The run's mark is a sequence: its reset stands whatever becomes of
     // this transaction.
     if (check_run)
-        run_checked = true;
+        run_checked_in = unflushed_run;
     // This backend stops checking once the epoch's row is surely committed:
     // now, if it was already; at commit, if this transaction logged it.
     const EpochMemo checked = {timeline, epochs};
