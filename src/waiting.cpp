@@ -8,12 +8,18 @@ namespace lease {
 
 namespace {
 
-// The lines whose heads to wake when this transaction commits, in
-// TopTransactionContext.
+// A lock whose holders to wake when this transaction commits: a name's line
+// (its head) or a session's watchers.
+struct PendingWakeup {
+    LOCKTAG tag;
+    bool line;
+};
+
+// The wake-ups of this transaction, in TopTransactionContext.
 struct PendingWakeups {
     int count;
     int capacity;
-    LOCKTAG* tags;
+    PendingWakeup* wakeups;
 };
 
 PendingWakeups pending_wakeups;
@@ -55,8 +61,13 @@ void wake_at_commit(XactEvent event, void*)
     if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE)
         client_check_at_commit = false;
     if (event == XACT_EVENT_COMMIT) {
-        for (int i = 0; i < pending_wakeups.count; ++i)
-            wake_lock_holders(&pending_wakeups.tags[i]);
+        for (int i = 0; i < pending_wakeups.count; ++i) {
+            const PendingWakeup& wakeup = pending_wakeups.wakeups[i];
+            if (wakeup.line)
+                wake_line_head(&wakeup.tag);
+            else
+                wake_lock_holders(&wakeup.tag);
+        }
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
         event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -88,27 +99,26 @@ bool waiters_queued(const text* name)
     return false;
 }
 
-void wake_waiters_at_commit(const text* name)
-{
-    LOCKTAG tag;
-    set_queue_locktag(&tag, name);
-    wake_holders_at_commit(&tag);
-}
+namespace {
 
-void wake_holders_at_commit(const LOCKTAG* tag)
+void wake_at_commit_of(const LOCKTAG* tag, bool line)
 {
     if (pending_wakeups.count == pending_wakeups.capacity) {
         const int capacity = std::max(8, pending_wakeups.capacity * 2);
-        LOCKTAG* tags = static_cast<LOCKTAG*>(MemoryContextAlloc(TopTransactionContext, sizeof(LOCKTAG) * capacity));
+        PendingWakeup* wakeups = static_cast<PendingWakeup*>(
+            MemoryContextAlloc(TopTransactionContext, sizeof(PendingWakeup) * capacity));
         if (pending_wakeups.count > 0)
-            memcpy(tags, pending_wakeups.tags, sizeof(LOCKTAG) * pending_wakeups.count);
-        pending_wakeups.tags = tags;
+            memcpy(wakeups, pending_wakeups.wakeups, sizeof(PendingWakeup) * pending_wakeups.count);
+        pending_wakeups.wakeups = wakeups;
         pending_wakeups.capacity = capacity;
     }
-    pending_wakeups.tags[pending_wakeups.count++] = *tag;
+    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, line};
 }
 
-void wake_lock_holders(const LOCKTAG* tag)
+// Sets the latch of every backend holding this lock in its current
+// transaction; returns how many. The lock manager names holders by virtual
+// transaction ID, and a backend has none between two of its transactions.
+int wake_holders_in_transactions(const LOCKTAG* tag)
 {
     // This runs after commit, where an ERROR would be a PANIC. The only error
     // GetLockConflicts() can raise is running out of memory for its result,
@@ -120,13 +130,16 @@ void wake_lock_holders(const LOCKTAG* tag)
     const MemoryContext caller_context = CurrentMemoryContext;
     const uint32 interrupt_holdoff = InterruptHoldoffCount;
     const uint32 cancel_holdoff = QueryCancelHoldoffCount;
+    volatile int woken = 0;
     PG_TRY();
     {
         VirtualTransactionId* const holders = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
         for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
             PGPROC* proc = BackendIdGetProc(holder->backendId);
-            if (proc != nullptr)
+            if (proc != nullptr) {
                 SetLatch(&proc->procLatch);
+                woken = woken + 1;
+            }
         }
         pfree(holders);
     }
@@ -136,8 +149,53 @@ void wake_lock_holders(const LOCKTAG* tag)
         FlushErrorState();
         InterruptHoldoffCount = interrupt_holdoff;
         QueryCancelHoldoffCount = cancel_holdoff;
+        woken = -1;
     }
     PG_END_TRY();
+    return woken;
+}
+
+// How long a wake-up waits, at most, for the head of a line that is between
+// two of its transactions.
+constexpr long line_head_patience_us = 1000000;
+
+}  // namespace
+
+void wake_waiters_at_commit(const text* name)
+{
+    LOCKTAG tag;
+    set_queue_locktag(&tag, name);
+    wake_at_commit_of(&tag, true);
+}
+
+void wake_holders_at_commit(const LOCKTAG* tag)
+{
+    wake_at_commit_of(tag, false);
+}
+
+void wake_lock_holders(const LOCKTAG* tag)
+{
+    (void) wake_holders_in_transactions(tag);
+}
+
+void wake_line_head(const LOCKTAG* tag)
+{
+    // A procedure at the head (CALL lease.acquire_wait) commits after each
+    // check and before it sleeps. Between that commit and its next
+    // transaction it holds its place (a session lock) with no virtual
+    // transaction ID, and the lock manager does not name it: a wake-up then
+    // would be lost, and the head would sleep until the ended grant's
+    // expiry. Its next transaction starts within microseconds, before it
+    // sleeps, so the wake-up waits for it. LockWaiterCount() counts the
+    // holder and the queued alike: none, and nobody is in line.
+    long waited_us = 0;
+    for (long pause_us = 50;; pause_us = std::min<long>(pause_us * 2, 10000)) {
+        if (LockWaiterCount(tag) == 0 || wake_holders_in_transactions(tag) != 0 ||
+            waited_us >= line_head_patience_us)
+            return;
+        pg_usleep(pause_us);
+        waited_us += pause_us;
+    }
 }
 
 TimestampTz lock_timeout_deadline(TimestampTz start)

@@ -22,6 +22,11 @@ void wake_holders_at_commit(const LOCKTAG* tag);
 // Sets the latch of every backend holding this lock, at once.
 void wake_lock_holders(const LOCKTAG* tag);
 
+// Sets the latch of the head of the line whose lock this is, at once; when
+// the head is between two of its transactions, as soon as the next starts
+// (waiting up to a second for it).
+void wake_line_head(const LOCKTAG* tag);
+
 // Takes a session-level lock, waiting no later than deadline: false when
 // the deadline came first. lock_deadline, when set, is where lock_timeout
 // ends the whole wait with 55P03; cancel and statement_timeout end it with

@@ -19,6 +19,10 @@
 #      commit; the backend survives, the release stays committed, the waiter
 #      still gets the lease when its wait runs out, and the backend still
 #      answers a cancel (no PANIC, no interrupts left held off).
+#   6. a release while the procedure waiter at the head of the line is between
+#      two of its transactions (with gdb, where it can attach): the wake-up
+#      still reaches it, and it is granted at once, not at the released
+#      grant's expiry.
 #
 # Prints TAP-style "ok N - ..." lines and "waiters: P passed, F failed"; exits
 # non-zero on any failure. About 40 s. Run from anywhere: bash test/waiters/run.sh
@@ -321,6 +325,60 @@ if command -v gdb >/dev/null; then
     failed_wake_probe
 else
     echo "ok $((n + 1)) - # SKIP a wake-up that fails after commit: no gdb"
+fi
+
+# 6. A release while the procedure at the head is between two of its
+# transactions. A procedure waiter commits after each check, before it
+# sleeps; gdb stops it in the start of its next transaction (before it has a
+# virtual transaction ID, by which the lock manager names it) while another
+# backend releases the lease. The release's wake-up must still reach it: it
+# gets the lease at once, not when the released grant's TTL would have run out.
+gap_wake_probe() {
+    local holder waiter_pid ttl=20
+    holder=$(sql -c "SELECT lease.lease_acquire('gap', 'holder', '$ttl seconds')")
+    PGAPPNAME=gap-waiter psql -X -A -t -c "CALL lease.acquire_wait('gap', 'waiter', '1 hour', '1 minute')" \
+        >"$WORK/gap-waiter.out" 2>&1 &
+    BG_PIDS+=($!)
+    wait_until 10 asleep gap-waiter 1 0
+    waiter_pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'gap-waiter'")
+    cat >"$WORK/gap.gdb" <<GDB
+set pagination off
+break VirtualXactLockTableInsert
+commands
+  silent
+  printf "waiter between two transactions\n"
+  shell psql -X -A -t -c "SELECT 'released ' || lease.lease_release('gap', $holder)" >"$WORK/gap-release.out" 2>&1 &
+  shell for i in \$(seq 200); do [ "\$(psql -X -A -t -c "SELECT owner IS NULL FROM lease.leases WHERE name = 'gap'")" = t ] && break; sleep 0.05; done
+  shell sleep 0.2
+  detach
+  quit
+end
+continue
+GDB
+    timeout 60 gdb -p "$waiter_pid" -batch -x "$WORK/gap.gdb" >"$WORK/gap-gdb.log" 2>&1 &
+    local gdb_pid=$!
+    sleep 2
+    # A heartbeat with a ttl wakes the head: it checks, commits, and starts
+    # its next transaction, where gdb holds it.
+    local started
+    started=$(now_ms)
+    sql -c "SELECT lease.lease_heartbeat('gap', $holder, '$ttl seconds')" >/dev/null
+    wait "$gdb_pid"
+    if grep -q -i -E 'ptrace|could not attach' "$WORK/gap-gdb.log"; then
+        echo "ok $((n + 1)) - # SKIP a release while the procedure at the head is between two transactions: gdb could not attach"
+        return
+    fi
+    wait_until $((ttl + 10)) grep -q -E '^[0-9]+$' "$WORK/gap-waiter.out"
+    local took=$(($(now_ms) - started))
+    report "$(grep -q 'between two transactions' "$WORK/gap-gdb.log" && grep -q 'released t' "$WORK/gap-release.out" &&
+        grep -q -E '^[0-9]+$' "$WORK/gap-waiter.out" && [ "$took" -lt $((ttl * 1000 / 4)) ] && echo 0 || echo 1)" \
+        "a release while the procedure at the head is between two transactions wakes it: granted ${took} ms after the heartbeat (the released grant's TTL: $ttl s)" \
+        "gdb: $(tail -3 "$WORK/gap-gdb.log" | paste -sd' ' -); release: $(cat "$WORK/gap-release.out"); waiter: $(cat "$WORK/gap-waiter.out")"
+}
+if command -v gdb >/dev/null; then
+    gap_wake_probe
+else
+    echo "ok $((n + 1)) - # SKIP a release while the procedure at the head is between two transactions: no gdb"
 fi
 
 echo "# waiters test: $((SECONDS - start_seconds)) s"
