@@ -478,23 +478,37 @@ recipe_export() {
         pids+=("$!")
         BG_PIDS+=("$!")
     done
-    # Stall one exporter that holds a permit while others wait for one, past its TTL.
-    all_taken_and_waiting() {
-        [ "$(sql -c "SELECT (SELECT count(*) FROM lease.status WHERE name = 'exports' AND state = 'held') = $permits
-                        AND (SELECT count(*) FROM lease.waiters WHERE name = 'exports') > 0")" = t ]
+    # Stall one exporter that holds a permit while others wait for one, past
+    # its TTL, at a moment when its next step is a write: its backend is idle
+    # after the acquire or a heartbeat, and the client sleeps (the part's work)
+    # before it writes the next part. Stopped anywhere else, its next step
+    # could be its release after its last write (nothing left to fence), or
+    # a heartbeat that tells it the permit is gone before it writes.
+    # stallable [OWNER]: an exporter (OWNER, if given) that can be stalled
+    # now, and its last statement's start.
+    stallable() {
+        sql -c "SELECT h.owner || ' ' || a.query_start FROM lease.status h JOIN pg_stat_activity a ON a.application_name = h.owner
+                 WHERE h.name = 'exports' AND h.state = 'held'
+                   AND (SELECT count(*) FROM lease.status WHERE name = 'exports' AND state = 'held') = $permits
+                   AND EXISTS (SELECT FROM lease.waiters WHERE name = 'exports')
+                   AND a.state = 'idle' AND a.query ~ '^SELECT lease\.(semaphore_acquire|lease_heartbeat)\('
+                   ${1:+AND h.owner = '$1'}
+                 ORDER BY h.token LIMIT 1"
     }
-    # The exporter is stopped first and checked after: one that released its
-    # permit in between (a slow machine) is let go, and another is tried.
-    local attempt
-    for ((attempt = 0; attempt < 20; attempt++)); do
-        poll_until 20 all_taken_and_waiting
-        owner=$(sql -c "SELECT owner FROM lease.status WHERE name = 'exports' AND state = 'held' ORDER BY token LIMIT 1")
-        [ -n "$owner" ] || continue
+    # The exporter is stopped first and checked after (its statement not
+    # replaced, so it sent nothing since; 0.1 s lets a statement it sent just
+    # before the stop show): one that moved on in between is let go, and
+    # another is tried.
+    local attempt candidate
+    for ((attempt = 0; attempt < 200; attempt++)); do
+        candidate=$(stallable)
+        [ -n "$candidate" ] || { sleep 0.02; continue; }
+        owner=${candidate%% *}
         stalled=${owner#exporter-}
         stalled_pid=${pids[$stalled]}
         kill -STOP "$stalled_pid"
-        [ "$(sql -c "SELECT count(*) FROM lease.status WHERE name = 'exports' AND state = 'held' AND owner = '$owner'")" = 1 ] &&
-            [ "$(sql -c "SELECT count(*) > 0 FROM lease.waiters WHERE name = 'exports'")" = t ] && break
+        sleep 0.1
+        [ "$(stallable "$owner")" = "$candidate" ] && break
         kill -CONT "$stalled_pid"
         owner=''
     done
