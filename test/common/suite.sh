@@ -17,9 +17,15 @@ stop_background() {
     wait 2>/dev/null
 }
 
-# suite_cleanup: stops the background processes, the cluster, and removes $WORK.
+# suite_cleanup: stops the background processes, the cluster, and removes
+# $WORK; after a failed check, shows the end of this suite's server log first
+# (scripts/test shows only its own cluster's).
 suite_cleanup() {
     stop_background
+    if [ "${failed:-0}" -gt 0 ] && [ -f "${CLUSTER_DIR:-}/server.log" ]; then
+        echo "# this suite's server log (tail):"
+        tail -n 30 "$CLUSTER_DIR/server.log" | sed 's/^/#   /'
+    fi
     cluster_destroy
     rm -rf "$WORK"
 }
