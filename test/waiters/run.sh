@@ -244,6 +244,20 @@ report "$(grep -q 'first released t' "$WORK/first.out" && grep -q 'second releas
     "first: $(tr '\n' ' ' <"$WORK/first.out")
 second: $(tr '\n' ' ' <"$WORK/second.out")"
 
+# gdb_attach PID SCRIPT LOG: gdb runs SCRIPT on PID in the background (for
+# 60 s at most; its pid in GDB_PID), given 2 s to attach and set its
+# breakpoints.
+gdb_attach() {
+    timeout 60 gdb -p "$1" -batch -x "$2" >"$3" 2>&1 &
+    GDB_PID=$!
+    sleep 2
+}
+
+# gdb_refused LOG: whether gdb could not attach (no ptrace here).
+gdb_refused() {
+    grep -q -i -E 'ptrace|could not attach' "$1"
+}
+
 # 5. A wake-up that fails after commit. gdb makes GetLockConflicts' one
 # allocation too large (MaxBackends raised for that call only), so palloc
 # raises an ERROR after the release has committed, from the commit callback
@@ -285,12 +299,10 @@ commands
 end
 continue
 GDB
-    timeout 60 gdb -p "$releaser_pid" -batch -x "$WORK/wake.gdb" >"$WORK/wake-gdb.log" 2>&1 &
-    local gdb_pid=$!
-    sleep 2
+    gdb_attach "$releaser_pid" "$WORK/wake.gdb" "$WORK/wake-gdb.log"
     echo "SELECT 'released ' || lease.lease_release('wake', $holder);" >&7
-    wait "$gdb_pid"
-    if grep -q -i -E 'ptrace|could not attach' "$WORK/wake-gdb.log"; then
+    wait "$GDB_PID"
+    if gdb_refused "$WORK/wake-gdb.log"; then
         echo "ok $((n + 1)) - # SKIP a wake-up that fails after commit: gdb could not attach"
         exec 7>&-
         return
@@ -355,16 +367,14 @@ commands
 end
 continue
 GDB
-    timeout 60 gdb -p "$waiter_pid" -batch -x "$WORK/gap.gdb" >"$WORK/gap-gdb.log" 2>&1 &
-    local gdb_pid=$!
-    sleep 2
+    gdb_attach "$waiter_pid" "$WORK/gap.gdb" "$WORK/gap-gdb.log"
     # A heartbeat with a ttl wakes the head: it checks, commits, and starts
     # its next transaction, where gdb holds it.
     local started
     started=$(now_ms)
     sql -c "SELECT lease.lease_heartbeat('gap', $holder, '$ttl seconds')" >/dev/null
-    wait "$gdb_pid"
-    if grep -q -i -E 'ptrace|could not attach' "$WORK/gap-gdb.log"; then
+    wait "$GDB_PID"
+    if gdb_refused "$WORK/gap-gdb.log"; then
         echo "ok $((n + 1)) - # SKIP a release while the procedure at the head is between two transactions: gdb could not attach"
         return
     fi
