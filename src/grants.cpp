@@ -27,6 +27,7 @@ struct Attempt {
     bool holder_live;          // a live grant stands in the way (else: it is ending)
     TimestampTz holder_expiry; // when it ends unless renewed
     int64 holder_session;      // the session it lives by (0 for a plain lease)
+    bool holder_bound;         // that session is bound to its backend's connection
     const text* blocked_on;    // the name in the way
 };
 
@@ -157,12 +158,13 @@ struct HolderCount {
     int live;
     TimestampTz earliest_expiry;
     int64 earliest_session;
+    bool earliest_bound;
 };
 
 HolderCount count_holders(const GrantRequest& request, bool exclusive, HolderMode mode, int32 permits,
                           Checked* checked)
 {
-    HolderCount count = {0, DT_NOEND, 0};
+    HolderCount count = {0, DT_NOEND, 0, false};
     checked->ended = nullptr;
     checked->ended_count = 0;
     checked->replaced = nullptr;
@@ -202,6 +204,7 @@ HolderCount count_holders(const GrantRequest& request, bool exclusive, HolderMod
         if (expiry < count.earliest_expiry) {
             count.earliest_expiry = expiry;
             count.earliest_session = holder.session;
+            count.earliest_bound = live && bound_session != 0;
         }
     }
     return count;
@@ -213,7 +216,7 @@ HolderCount count_holders(const GrantRequest& request, bool exclusive, HolderMod
 Attempt check_grant(const GrantRequest& request, bool exclusive, HolderMode mode, int32 permits,
                     bool at_head_of_line, Checked* checked, bool* grantable)
 {
-    Attempt attempt = {false, 0, false, 0, 0, request.name};
+    Attempt attempt = {false, 0, false, 0, 0, false, request.name};
     *grantable = false;
     *checked = Checked{};
     if (!at_head_of_line && catalog_has_sessions() && waiters_queued(request.name)) {
@@ -238,6 +241,7 @@ Attempt check_grant(const GrantRequest& request, bool exclusive, HolderMode mode
     int64 bound_session;
     checked->live = grant_live(checked->lease, checked->now, &attempt.holder_expiry, &bound_session);
     attempt.holder_session = checked->lease.owner != nullptr ? checked->lease.session : 0;
+    attempt.holder_bound = bound_session != 0;
     attempt.holder_live = checked->live;
     if (!locked)
         return attempt;
@@ -262,6 +266,7 @@ Attempt check_grant(const GrantRequest& request, bool exclusive, HolderMode mode
         attempt.holder_live = true;
         attempt.holder_expiry = holders.earliest_expiry;
         attempt.holder_session = holders.earliest_session;
+        attempt.holder_bound = holders.earliest_bound;
         return attempt;
     }
     *grantable = true;
@@ -353,7 +358,7 @@ Attempt try_grant(const Want& want, bool at_head_of_line)
     for (int i = 0; i < want.count; ++i)
         want.tokens[i] = write_exclusive(want.requests[i], checked[i], false);
     make_tokens_durable();
-    Attempt granted = {true, want.tokens[0], false, 0, 0, nullptr};
+    Attempt granted = {true, want.tokens[0], false, 0, 0, false, nullptr};
     return granted;
 }
 
@@ -426,6 +431,12 @@ bool wait_in_line(const Want& want, TimestampTz deadline, TimestampTz lock_deadl
             if (attempt.holder_session != 0) {
                 set_session_watch_locktag(&watch, attempt.holder_session);
                 (void) LockAcquire(&watch, ShareLock, false, true);
+                // A bound session's backend that exited after the check and
+                // before this watch woke nobody: look once more.
+                if (attempt.holder_bound && !bound_backend_alive(attempt.holder_session)) {
+                    LockRelease(&watch, ShareLock, false);
+                    continue;
+                }
             }
             sleep_until(attempt.holder_expiry < deadline ? attempt.holder_expiry : deadline, lock_deadline);
             if (attempt.holder_session != 0)

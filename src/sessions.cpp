@@ -83,8 +83,8 @@ bool bound_here(int64 session)
     return false;
 }
 
-// Whether the backend a session is bound to still holds it: a probe of its
-// lock that never waits.
+}  // namespace
+
 bool bound_backend_alive(int64 session)
 {
     if (bound_here(session))
@@ -96,8 +96,6 @@ bool bound_backend_alive(int64 session)
     LockRelease(&tag, ShareLock, false);
     return false;
 }
-
-}  // namespace
 
 bool session_live(int64 session, const SessionState& state, TimestampTz now)
 {

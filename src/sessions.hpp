@@ -12,6 +12,10 @@ namespace lease {
 // Live: open, not expired and, if bound, its backend still there.
 bool session_live(int64 session, const SessionState& state, TimestampTz now);
 
+// Whether the backend a bound session belongs to still holds it: a probe of
+// its lock that never waits and reads no table.
+bool bound_backend_alive(int64 session);
+
 // Whether a lease's grant is live now; *expiry is when it ends unless renewed
 // (the lease's or its session's), *bound_session the session whose backend
 // must live for it (0 when none).

@@ -23,6 +23,10 @@
 #      two of its transactions (with gdb, where it can attach): the wake-up
 #      still reaches it, and it is granted at once, not at the released
 #      grant's expiry.
+#   7. the backend of a session bound to its connection, holding a lease,
+#      exits between a waiter's check and its watch of the session (with gdb,
+#      where it can attach): the waiter sees it gone and is granted at once,
+#      not at the session's expiry.
 #
 # Prints TAP-style "ok N - ..." lines and "waiters: P passed, F failed"; exits
 # non-zero on any failure. About 40 s. Run from anywhere: bash test/waiters/run.sh
@@ -389,6 +393,67 @@ if command -v gdb >/dev/null; then
     gap_wake_probe
 else
     echo "ok $((n + 1)) - # SKIP a release while the procedure at the head is between two transactions: no gdb"
+fi
+
+# 7. The backend of a bound session that exits between a waiter's check and
+# its watch. A waiter for a lease held through a session bound to its
+# connection watches the session (a lock that the session's backend wakes as
+# it exits), taken after the check that found the lease held. gdb stops the
+# waiter as it takes the watch while the holder's backend is terminated and
+# gone: the waiter must see that, and get the lease at once, not when the
+# session's TTL runs out.
+bound_exit_probe() {
+    local holder_pid waiter_pid ttl=20 fifo=$WORK/bound-holder.sql
+    mkfifo "$fifo"
+    PGAPPNAME=bound-holder psql -X -A -t <"$fifo" >"$WORK/bound-holder.out" 2>&1 &
+    BG_PIDS+=($!)
+    exec 8>"$fifo"
+    echo "SELECT 'holding ' || lease.session_acquire(lease.session_open('bound-holder', '$ttl seconds', true), 'watched');" >&8
+    wait_until 10 grep -q holding "$WORK/bound-holder.out"
+    holder_pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bound-holder'")
+    PGAPPNAME=bound-waiter psql -X -A -t -c "SELECT pg_sleep(3)" \
+        -c "SELECT 'waiter got ' || lease.lease_acquire('watched', 'waiter', '1 hour', '1 minute')" \
+        >"$WORK/bound-waiter.out" 2>&1 &
+    BG_PIDS+=($!)
+    for ((i = 0; i < 100; i++)); do
+        waiter_pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bound-waiter' AND wait_event = 'PgSleep'")
+        [ -n "$waiter_pid" ] && break
+        sleep 0.05
+    done
+    cat >"$WORK/bound.gdb" <<GDB
+set pagination off
+break LockAcquire if \$_caller_matches(".*wait_in_line", 1)
+commands
+  silent
+  printf "waiter between its check and its watch\n"
+  shell psql -X -A -t -c "SELECT pg_terminate_backend($holder_pid)" >/dev/null
+  shell for i in \$(seq 200); do [ -d /proc/$holder_pid ] || break; sleep 0.05; done
+  shell sleep 0.2
+  detach
+  quit
+end
+continue
+GDB
+    gdb_attach "$waiter_pid" "$WORK/bound.gdb" "$WORK/bound-gdb.log"
+    local started
+    started=$(now_ms)
+    wait "$GDB_PID"
+    exec 8>&-
+    if gdb_refused "$WORK/bound-gdb.log"; then
+        echo "ok $((n + 1)) - # SKIP a bound session's backend that exits between a waiter's check and its watch: gdb could not attach"
+        return
+    fi
+    wait_until $((ttl + 10)) grep -q 'waiter got' "$WORK/bound-waiter.out"
+    local took=$(($(now_ms) - started))
+    report "$(grep -q 'between its check and its watch' "$WORK/bound-gdb.log" && grep -q -E 'waiter got [0-9]+' "$WORK/bound-waiter.out" &&
+        [ "$took" -lt $((ttl * 1000 / 4)) ] && echo 0 || echo 1)" \
+        "a bound session's backend that exits between a waiter's check and its watch: the waiter sees it go and is granted in ${took} ms (the session's TTL: $ttl s)" \
+        "gdb: $(tail -3 "$WORK/bound-gdb.log" | paste -sd' ' -); waiter: $(cat "$WORK/bound-waiter.out")"
+}
+if command -v gdb >/dev/null; then
+    bound_exit_probe
+else
+    echo "ok $((n + 1)) - # SKIP a bound session's backend that exits between a waiter's check and its watch: no gdb"
 fi
 
 echo "# waiters test: $((SECONDS - start_seconds)) s"
