@@ -34,6 +34,18 @@ sql() {
     psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"
 }
 
+# sleeping_backend APP: prints the pid of APP's backend once it is in
+# pg_sleep (for up to 5 s; fails if it never is).
+sleeping_backend() {
+    local i pid
+    for ((i = 0; i < 100; i++)); do
+        pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = '$1' AND wait_event = 'PgSleep'")
+        [ -n "$pid" ] && echo "$pid" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
 now_ms() {
     date +%s%3N
 }

@@ -454,7 +454,7 @@ done
 # again, above every token given out before. (Seen to fail: with the reset
 # flushed before the leap, the leap is lost and the mark is not.)
 leap_crash_probe() {
-    local holder_pid marked before epochs_before sequence_after mark_after next epochs_after
+    local grant_pid marked before epochs_before sequence_after mark_after next epochs_after
     # Asynchronous grants mark this run (the first may leap past an earlier run's mark instead).
     sql -c "SET lease.synchronous_commit = off" -c "SELECT lease.lease_acquire('crash:leap-first', 'f', '1 second')" \
         -c "SELECT lease.lease_acquire('crash:leap-second', 's', '1 second')" >/dev/null
@@ -466,11 +466,7 @@ leap_crash_probe() {
         -c "SET lease.synchronous_commit = off" -c "SELECT lease.lease_acquire('crash:leap', 'l', '1 hour')" \
         >"$WORK/leap-grant.out" 2>&1 &
     BG_PIDS=($!)
-    for ((i = 0; i < 100; i++)); do
-        holder_pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'crash-leap' AND wait_event = 'PgSleep'")
-        [ -n "$holder_pid" ] && break
-        sleep 0.05
-    done
+    grant_pid=$(sleeping_backend crash-leap)
     cat >"$WORK/leap.gdb" <<GDB
 set pagination off
 break XLogFlush if \$_any_caller_matches("lease::make_tokens_durable", 4)
@@ -483,7 +479,7 @@ commands
 end
 continue
 GDB
-    timeout 60 gdb -p "$holder_pid" -batch -x "$WORK/leap.gdb" >"$WORK/leap-gdb.log" 2>&1
+    timeout 60 gdb -p "$grant_pid" -batch -x "$WORK/leap.gdb" >"$WORK/leap-gdb.log" 2>&1
     wait "${BG_PIDS[@]}" 2>/dev/null
     BG_PIDS=()
     if grep -q -i -E 'ptrace|could not attach' "$WORK/leap-gdb.log"; then

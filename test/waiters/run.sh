@@ -415,11 +415,7 @@ bound_exit_probe() {
         -c "SELECT 'waiter got ' || lease.lease_acquire('watched', 'waiter', '1 hour', '1 minute')" \
         >"$WORK/bound-waiter.out" 2>&1 &
     BG_PIDS+=($!)
-    for ((i = 0; i < 100; i++)); do
-        waiter_pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bound-waiter' AND wait_event = 'PgSleep'")
-        [ -n "$waiter_pid" ] && break
-        sleep 0.05
-    done
+    waiter_pid=$(sleeping_backend bound-waiter)
     cat >"$WORK/bound.gdb" <<GDB
 set pagination off
 break LockAcquire if \$_caller_matches(".*wait_in_line", 1)
