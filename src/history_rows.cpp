@@ -43,10 +43,11 @@ HistoryPosition next_position()
 
 }  // namespace
 
-// Every grant and release appends a history row, so the row goes straight into
-// the heap and its indexes (as change_row changes a lease) instead of
-// through an INSERT statement, unless the table's shape asks for the
-// executor (open_for_direct_write). Both paths write the same position.
+// Every grant and release appends a history row, so the row is inserted
+// through the executor's entry point for a row (insert_directly, as
+// change_row changes a lease) instead of through an INSERT statement, unless
+// the table has a trigger or rule (open_for_direct_write). Both paths write
+// the same position.
 bool store_history(const char* event, TimestampTz at, const text* name, int64 token, const text* owner,
                    int64 session, Oid role, HistoryPosition* position)
 {
@@ -77,7 +78,7 @@ bool store_history(const char* event, TimestampTz at, const text* name, int64 to
         finish_as_caller(owner_connection);
         return positioned;
     }
-    insert_directly(history, values, nulls);
+    insert_directly(history, values, nulls, positioned ? history_columns : history_columns_before_positions);
     table_close(history, NoLock);
     become_caller(caller);
     return positioned;

@@ -221,14 +221,16 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
         finish_as_caller(owner_connection);
         return token;
     }
-    // Every grant of a permit or shared lease inserts a holder: straight into
-    // the heap and its indexes, as a history row (store_history).
-    const Datum columns[holders_columns] = {Int64GetDatum(token),  values[0], values[1], values[2], values[3],
-                                            values[4],             values[5], values[5], values[6], values[7],
-                                            values[8],             static_cast<Datum>(0)};
-    const bool null_columns[holders_columns] = {false, false, false, nulls[2] == 'n', false, false,
-                                                false, false, false, false,           nulls[8] == 'n', true};
-    insert_directly(holders, columns, null_columns);
+    // Every grant of a permit or shared lease inserts a holder directly, as
+    // a history row (store_history): the columns query_holder_insert names,
+    // the value its default.
+    const Datum columns[holders_columns - 1] = {Int64GetDatum(token), values[0], values[1], values[2],
+                                                values[3],            values[4], values[5], values[5],
+                                                values[6],            values[7], values[8]};
+    const bool null_columns[holders_columns - 1] = {false, false, false, nulls[2] == 'n', false, false,
+                                                    false, false, false, false,           nulls[8] == 'n'};
+    static_assert(holders_column_value == holders_columns, "the value is the last column");
+    insert_directly(holders, columns, null_columns, holders_columns - 1);
     table_close(holders, NoLock);
     become_caller(caller);
     // Like a statement, the insert is visible to what follows: a second

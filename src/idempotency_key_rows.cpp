@@ -56,33 +56,18 @@ void remember_key_version(Relation keys, const text* key, const ItemPointerData&
     remembered_key.version = version;
 }
 
-// The remembered version of key's row while it is visible to the latest
-// snapshot, else an invalid version. Visible, it is the version a lookup
-// through the primary key would find if change_row finds it still the latest
-// and key's (no two versions of one key are visible to one snapshot): so
-// nothing else needs checking, not who wrote it, nor whether the table was
-// rewritten since. Invisible (its begin rolled back, or this transaction
-// deleted it), change_row would take it for the latest all the same, so
-// change_row looks the row up. Not under SERIALIZABLE, where the lookup's
-// predicate lock is part of what the read does.
+// The remembered version of key's row, or an invalid version: only a hint of
+// where to look, which change_row checks (the version must still be the
+// key's, visible to the latest snapshot). None under SERIALIZABLE, where the
+// lookup's predicate lock is part of what the read does.
 ItemPointerData remembered_key_version(Relation keys, const text* key)
 {
     ItemPointerData version;
     ItemPointerSetInvalid(&version);
-    if (remembered_key.table != RelationGetRelid(keys) ||
-        static_cast<int>(VARSIZE_ANY_EXHDR(key)) != remembered_key.length ||
-        memcmp(VARDATA_ANY(key), remembered_key.key, remembered_key.length) != 0 || IsolationIsSerializable() ||
-        ItemPointerGetBlockNumber(&remembered_key.version) >= RelationGetNumberOfBlocks(keys))
-        return version;
-    HeapTupleData row;
-    row.t_self = remembered_key.version;
-    Buffer buffer;
-    const Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-    if (heap_fetch(keys, snapshot, &row, &buffer, true))
-        version = row.t_self;
-    UnregisterSnapshot(snapshot);
-    if (BufferIsValid(buffer))
-        ReleaseBuffer(buffer);
+    if (remembered_key.table == RelationGetRelid(keys) &&
+        static_cast<int>(VARSIZE_ANY_EXHDR(key)) == remembered_key.length &&
+        memcmp(VARDATA_ANY(key), remembered_key.key, remembered_key.length) == 0 && !IsolationIsSerializable())
+        version = remembered_key.version;
     return version;
 }
 
@@ -179,7 +164,7 @@ void store_key_started(const text* key, const text* fingerprint, int64 token, co
                 ObjectIdGetDatum(role), TimestampTzGetDatum(now),     static_cast<Datum>(0)};
             const bool nulls[idempotency_keys_columns] = {false, false, false, false, true,
                                                           false, false, false, true};
-            remember_key_version(keys, key, insert_directly(keys, values, nulls));
+            remember_key_version(keys, key, insert_directly(keys, values, nulls, idempotency_keys_columns));
             CommandCounterIncrement();
         }
         table_close(keys, NoLock);

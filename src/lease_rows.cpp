@@ -41,16 +41,6 @@ struct RememberedVersion {
     char name[remembered_name_max];
 };
 RememberedVersion remembered;
-bool remembered_callback_registered = false;
-
-// Relation cache callback: any change of lease.leases (a rewrite, TRUNCATE,
-// DROP EXTENSION) or a cache reset forgets the version. A version read
-// after that is still checked, so this is for tidiness, not correctness.
-void forget_remembered_version(Datum, Oid relid)
-{
-    if (relid == InvalidOid || relid == remembered.table)
-        remembered.table = InvalidOid;
-}
 
 bool is_remembered(Oid table, const text* name)
 {
@@ -114,14 +104,25 @@ void remember_lease_version(Relation leases, const text* name, const ItemPointer
         remembered.table = InvalidOid;
         return;
     }
-    if (!remembered_callback_registered) {
-        CacheRegisterRelcacheCallback(forget_remembered_version, static_cast<Datum>(0));
-        remembered_callback_registered = true;
-    }
     memcpy(remembered.name, VARDATA_ANY(name), length);
     remembered.name_length = length;
     remembered.version = version;
     remembered.table = RelationGetRelid(leases);
+}
+
+ItemPointerData remembered_lease_version(Relation leases, const text* name)
+{
+    ItemPointerData version;
+    ItemPointerSetInvalid(&version);
+    if (is_remembered(RelationGetRelid(leases), name) && !IsolationIsSerializable())
+        version = remembered.version;
+    return version;
+}
+
+void forget_remembered_lease_version(Oid relid)
+{
+    if (relid == InvalidOid || relid == remembered.table)
+        remembered.table = InvalidOid;
 }
 
 LeaseState read_latest(const text* name)
@@ -282,9 +283,9 @@ using NewRow = void (*)(Datum* values, bool* nulls, void* context);
 // the caller must run the equivalent SQL statement instead. When name has no
 // row and new_row is given, inserts the row it makes instead (a grant of a
 // new name: the caller holds the name's fence lock, which serializes its
-// grants, so no other transaction inserts it meanwhile), unless a DBA added a
-// column whose default only the INSERT statement computes (through_sql). An
-// invalid version_read then says there is no row to look for (store_grant).
+// grants, so no other transaction inserts it meanwhile); a column a DBA added
+// takes its default, as in the INSERT statement. An invalid version_read then
+// says there is no row to look for (store_grant).
 DirectChange change_directly(const text* name, const ItemPointerData& version_read, RowChange change, void* context,
                              NewRow new_row = nullptr)
 {
@@ -299,24 +300,19 @@ DirectChange change_directly(const text* name, const ItemPointerData& version_re
         outcome = !new_name && change_row(leases, key, version_read, change, context) ? DirectChange::changed
                                                                                        : DirectChange::declined;
         if (outcome == DirectChange::declined && new_row != nullptr) {
-            if (has_added_columns(leases, leases_columns)) {
-                outcome = DirectChange::through_sql;
-            } else {
-                const int natts = RelationGetDescr(leases)->natts;
-                Datum* values = static_cast<Datum*>(palloc0(sizeof(Datum) * natts));
-                bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * natts));
-                memset(nulls, true, sizeof(bool) * natts);
-                values[leases_column_name - 1] = PointerGetDatum(name);
-                nulls[leases_column_name - 1] = false;
-                new_row(values, nulls, context);
-                // The next read of the name (a fence check, the release)
-                // fetches this version instead of searching the primary key,
-                // as after change_row.
-                remember_lease_version(leases, name, insert_directly(leases, values, nulls));
-                // Like a statement, the insert is visible to what follows.
-                CommandCounterIncrement();
-                outcome = DirectChange::changed;
-            }
+            Datum values[leases_columns] = {};
+            bool nulls[leases_columns];
+            memset(nulls, true, sizeof(nulls));
+            values[leases_column_name - 1] = PointerGetDatum(name);
+            nulls[leases_column_name - 1] = false;
+            new_row(values, nulls, context);
+            // The next read of the name (a fence check, the release) fetches
+            // this version instead of searching the primary key, as after
+            // change_row.
+            remember_lease_version(leases, name, insert_directly(leases, values, nulls, leases_columns));
+            // Like a statement, the insert is visible to what follows.
+            CommandCounterIncrement();
+            outcome = DirectChange::changed;
         }
         table_close(leases, NoLock);
     }

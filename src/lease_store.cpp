@@ -13,6 +13,7 @@ void require_writable(const char* function)
 void initialize_lease_store()
 {
     define_force_sql_path();
+    register_relation_cache_callback();
     register_token_epoch_callbacks();
 }
 

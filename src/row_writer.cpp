@@ -37,21 +37,18 @@ static_assert(lengthof(idempotency_keys_shape) == idempotency_keys_columns);
 
 // Whether the extension's direct writer behaves on table exactly as the SQL
 // statement it replaces would: the table has the columns its script gave it
-// (lease.leases may have more: an update keeps their values; an insert would
-// have to compute their defaults), no CHECK constraint, no NOT NULL that the
-// script did not declare, no stored generated column, no trigger and no rule.
-// Anything else a DBA adds is honoured by taking the SQL path, where the
-// executor enforces it. Indexes of any kind, publications and replica
-// identity are honoured on the direct path too (add_index_entries,
-// open_for_direct_write).
+// (lease.leases may have more: their defaults are computed on insert, an
+// update keeps their values), no trigger and no rule. Anything else a DBA
+// adds -- CHECK and NOT NULL constraints, stored generated columns, indexes of
+// any kind, publications and replica identity -- the executor's own entry
+// points honour on the direct path too (ExecSimpleRelationInsert/Update/
+// Delete). A trigger or rule sends the table's writes through SQL, where the
+// executor fires it as the statement would.
 bool shape_allows_direct_writes(Relation table, const ColumnShape* shape, int shape_columns, bool columns_may_be_added)
 {
     if (table->trigdesc != nullptr || table->rd_rules != nullptr || table->rd_rel->relkind != RELKIND_RELATION)
         return false;
     const TupleDesc columns = RelationGetDescr(table);
-    const TupleConstr* constraints = columns->constr;
-    if (constraints != nullptr && (constraints->num_check > 0 || constraints->has_generated_stored))
-        return false;
     if (columns->natts < shape_columns || (columns->natts > shape_columns && !columns_may_be_added))
         return false;
     for (int c = 0; c < shape_columns; ++c) {
@@ -68,55 +65,6 @@ bool shape_allows_direct_writes(Relation table, const ColumnShape* shape, int sh
             return false;
     }
     return true;
-}
-
-// The next version of the row version at tid, when that is still the latest
-// version of the key's row (nothing has updated it since it was read) and
-// change applies to it; a null tuple otherwise, and the caller looks the row
-// up.
-RowVersion change_version_read(Relation table, const RowKey& key, ItemPointerData tid, RowChange change,
-                               void* context)
-{
-    HeapTupleData row;
-    row.t_self = tid;
-    Buffer buffer;
-    RowVersion next_version = {nullptr, nullptr};
-    if (heap_fetch(table, SnapshotAny, &row, &buffer, true) && ItemPointerEquals(&row.t_data->t_ctid, &row.t_self)) {
-        const TupleDesc columns = RelationGetDescr(table);
-        bool isnull;
-        const Datum row_key = heap_getattr(&row, key.column, columns, &isnull);
-        if (DatumGetBool(DirectFunctionCall2Coll(key.equal, TupleDescAttr(columns, key.column - 1)->attcollation,
-                                                 row_key, key.value)))
-            next_version = change(&row, columns, context);
-    }
-    if (BufferIsValid(buffer))
-        ReleaseBuffer(buffer);
-    return next_version;
-}
-
-// Opens a scan of table's primary key for the key's row, on the latest
-// snapshot (registered in *snapshot, for the caller to unregister).
-SysScanDesc begin_row_scan(Relation table, const RowKey& key, Snapshot* snapshot)
-{
-    const Oid primary_key = RelationGetPrimaryKeyIndex(table);
-    if (!OidIsValid(primary_key))
-        elog(ERROR, "lease: lease.%s has no primary key", RelationGetRelationName(table));
-    ScanKeyData scan_key;
-    ScanKeyEntryInitialize(&scan_key, 0, key.column, BTEqualStrategyNumber, InvalidOid,
-                           TupleDescAttr(RelationGetDescr(table), key.column - 1)->attcollation, key.equality,
-                           key.value);
-    *snapshot = RegisterSnapshot(GetLatestSnapshot());
-    return systable_beginscan(table, primary_key, true, *snapshot, 1, &scan_key);
-}
-
-// Raises what UPDATE raises under REPEATABLE READ and SERIALIZABLE when the
-// row it would change was changed by a transaction this one cannot see.
-[[noreturn]] void report_serialization_failure(TM_Result result)
-{
-    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                    errmsg(result == TM_Deleted ? "could not serialize access due to concurrent delete"
-                                                : "could not serialize access due to concurrent update")));
-    pg_unreachable();
 }
 
 }  // namespace
@@ -158,310 +106,367 @@ Relation open_for_direct_write(Relation_ which, CmdType command)
     return table;
 }
 
-bool has_added_columns(Relation table, int shape_columns)
-{
-    const TupleDesc columns = RelationGetDescr(table);
-    for (int c = shape_columns; c < columns->natts; ++c)
-        if (!TupleDescAttr(columns, c)->attisdropped)
-            return true;
-    return false;
-}
 
 namespace {
 
-void require_not_null(Relation table, TupleTableSlot* slot)
-{
-    const TupleDesc columns = RelationGetDescr(table);
-    for (int c = 0; c < columns->natts; ++c) {
-        const Form_pg_attribute column = TupleDescAttr(columns, c);
-        if (column->attnotnull && !column->attisdropped && slot->tts_isnull[c])
-            ereport(ERROR, (errcode(ERRCODE_NOT_NULL_VIOLATION),
-                            errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
-                                   NameStr(column->attname), RelationGetRelationName(table))));
-    }
-}
-
-}  // namespace
-
-ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls)
-{
-    const int columns = RelationGetDescr(table)->natts;
-    TupleTableSlot* const row = MakeSingleTupleTableSlot(RelationGetDescr(table), &TTSOpsVirtual);
-    memcpy(row->tts_values, values, sizeof(Datum) * columns);
-    memcpy(row->tts_isnull, nulls, sizeof(bool) * columns);
-    ExecStoreVirtualTuple(row);
-    require_not_null(table, row);
-    simple_table_tuple_insert(table, row);
-    add_index_entries(table, row, nullptr, false);
-    const ItemPointerData inserted = row->tts_tid;
-    ExecDropSingleTupleTableSlot(row);
-    return inserted;
-}
-
-namespace {
-
-// The executor's way to add a row version's index entries, for a table with
-// an index whose entries the direct writer does not form itself
-// (IndexPlan::plain).
-void add_index_entries_by_executor(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
-{
-    EState* const estate = CreateExecutorState();
-    RangeTblEntry* const target_entry = makeNode(RangeTblEntry);
-    target_entry->rtekind = RTE_RELATION;
-    target_entry->relid = RelationGetRelid(table);
-    target_entry->relkind = table->rd_rel->relkind;
-    target_entry->rellockmode = RowExclusiveLock;
-    target_entry->updatedCols = updated_columns;
-    ExecInitRangeTable(estate, list_make1(target_entry));
-    ResultRelInfo* const target = makeNode(ResultRelInfo);
-    InitResultRelInfo(target, table, 1, nullptr, 0);
-    ExecOpenIndices(target, false);
-    (void) ExecInsertIndexTuples(target, slot, estate, update, false, nullptr, NIL);
-    ExecCloseIndices(target);
-    FreeExecutorState(estate);
-}
-
-// What add_index_entries knows of a table's indexes between calls: every
-// history row and every non-HOT lease update used to build an executor
-// state, open the indexes and build their IndexInfo for one row, about as
-// much as the btree insert itself (bench/analysis.md). The IndexInfo of each
-// index is built once, in the plan's own memory context, and kept until the
-// relation cache invalidates the table or one of its indexes; every call
-// also checks the plan against the index list and the indexes' readiness it
-// has just read from the relation cache, so that a plan an invalidation has
-// not reached yet is never used.
-struct IndexPlan {
+// What a direct write of one table keeps between calls, as logical
+// replication's apply worker keeps an executor state per relation
+// (create_edata_for_relation): an EState with the table as its one range
+// table entry and a ResultRelInfo for it, and the IndexInfo of each index
+// (which ExecOpenIndices would build anew on every call: as much work as the
+// index insert itself). Built on first use and rebuilt after the relation
+// cache invalidates the table or one of its indexes (forget_write_targets), or
+// when its index list no longer matches. Relations are opened by each call
+// (relation references belong to a transaction's resource owner): the target
+// only points at them while the call runs.
+struct WriteTarget {
     Oid table;  // InvalidOid: a free slot
     bool valid;
-    // Whether every index is a btree on plain columns, with no predicate, no
-    // exclusion constraint and no deferred uniqueness: their entries are the
-    // columns' values, and a unique index checks itself as it inserts. Any
-    // other index a DBA adds makes the table's entries go through the
-    // executor, which computes expressions, tests predicates and checks
-    // exclusion constraints.
-    bool plain;
-    int count;
-    Oid* indexes;  // in RelationGetIndexList's order
-    IndexInfo** infos;
-    MemoryContext context;
+    MemoryContext context;  // holds everything below; reset on a rebuild
+    EState* estate;
+    ResultRelInfo* result;
+    int columns;  // the table's, dropped ones included
+    int index_count;
+    Oid* index_oids;  // in RelationGetIndexList's order
+    IndexInfo** index_infos;
+    Relation* open_indexes;  // the call's, for ResultRelInfo
+    ExprState** column_defaults;  // per column, built on first insert (nullptr: not yet, or no default)
+    bool* column_defaults_built;
 };
 
-// lease.leases, lease.history and lease.holders, and one to spare. Plain
+// lease.leases, lease.history, lease.holders and lease.idempotency_keys. Plain
 // data, initialised to zeros: no constructor runs at load.
-constexpr int index_plan_slots = 4;
-IndexPlan index_plans[index_plan_slots];
-bool index_plan_callback_registered = false;
-int next_index_plan_slot = 0;
+constexpr int write_target_slots = 4;
+WriteTarget write_targets[write_target_slots];
+int next_write_target_slot = 0;
 
-// Relation cache callback: a plan whose table or index is invalidated (any
-// ALTER TABLE, CREATE or DROP INDEX, REINDEX, DROP EXTENSION) or all of
-// them on a cache reset. Only marks them: memory is reused when a plan is
-// rebuilt, never freed under a caller that may be using it.
-void forget_index_plans(Datum, Oid relid)
+bool target_matches(const WriteTarget& target, Relation table, List* index_oids)
 {
-    for (IndexPlan& plan : index_plans) {
-        bool ours = relid == InvalidOid || relid == plan.table;
-        for (int i = 0; i < plan.count && !ours; ++i)
-            ours = relid == plan.indexes[i];
-        if (ours)
-            plan.valid = false;
-    }
-}
-
-bool plan_matches(const IndexPlan& plan, Relation table, Relation* indexes, int count)
-{
-    if (!plan.valid || plan.table != RelationGetRelid(table) || plan.count != count)
+    if (!target.valid || target.table != RelationGetRelid(table) || target.columns != RelationGetDescr(table)->natts ||
+        target.index_count != list_length(index_oids))
         return false;
-    for (int i = 0; i < count; ++i)
-        if (plan.indexes[i] != RelationGetRelid(indexes[i]) ||
-            plan.infos[i]->ii_ReadyForInserts != indexes[i]->rd_index->indisready)
+    for (int i = 0; i < target.index_count; ++i)
+        if (target.index_oids[i] != list_nth_oid(index_oids, i))
             return false;
     return true;
 }
 
-bool index_is_plain(Relation index, const IndexInfo* info)
+// Builds target for table (open, locked) and its indexes (index_oids).
+void build_write_target(WriteTarget* target, Relation table, List* index_oids)
 {
-    return index->rd_rel->relam == BTREE_AM_OID && info->ii_Expressions == NIL && info->ii_Predicate == NIL &&
-           info->ii_ExclusionOps == nullptr && (!info->ii_Unique || index->rd_index->indimmediate);
-}
-
-// The plan for table, whose indexes (in RelationGetIndexList's order) are
-// open: the cached one if it still matches them, else one built now.
-const IndexPlan& index_plan(Relation table, Relation* indexes, int count)
-{
-    if (!index_plan_callback_registered) {
-        CacheRegisterRelcacheCallback(forget_index_plans, static_cast<Datum>(0));
-        index_plan_callback_registered = true;
-    }
-    IndexPlan* plan = nullptr;
-    for (IndexPlan& candidate : index_plans)
-        if (candidate.table == RelationGetRelid(table))
-            plan = &candidate;
-    if (plan != nullptr && plan_matches(*plan, table, indexes, count))
-        return *plan;
-    if (plan == nullptr) {
-        plan = &index_plans[next_index_plan_slot];
-        next_index_plan_slot = (next_index_plan_slot + 1) % index_plan_slots;
-    }
-    if (plan->context == nullptr)
-        plan->context = AllocSetContextCreate(CacheMemoryContext, "lease index plan", ALLOCSET_SMALL_SIZES);
-    plan->valid = false;
-    plan->table = InvalidOid;
-    plan->count = 0;
-    MemoryContextReset(plan->context);
-    // BuildIndexInfo may read the catalogs (an index's expressions), which
-    // may process invalidations: the plan is kept only if none arrived
-    // meanwhile, as lease_relations() does. It serves this call either way,
-    // built from the indexes as this call opened them.
+    if (target->context == nullptr)
+        target->context = AllocSetContextCreate(CacheMemoryContext, "lease write target", ALLOCSET_SMALL_SIZES);
+    if (target->estate != nullptr)
+        FreeExecutorState(target->estate);
+    target->estate = nullptr;
+    target->valid = false;
+    target->table = InvalidOid;
+    MemoryContextReset(target->context);
+    // Index metadata may read the catalogs, which may process
+    // invalidations: the target is kept only if none arrived meanwhile (as
+    // lease_relations() does). It serves this call either way.
     const uint64 invalidations_before = SharedInvalidMessageCounter;
-    const MemoryContext caller_context = MemoryContextSwitchTo(plan->context);
-    Oid* const oids = static_cast<Oid*>(palloc(sizeof(Oid) * (count + 1)));
-    IndexInfo** const infos = static_cast<IndexInfo**>(palloc(sizeof(IndexInfo*) * (count + 1)));
-    bool plain = true;
+    const MemoryContext caller_context = MemoryContextSwitchTo(target->context);
+    EState* const estate = CreateExecutorState();
+    RangeTblEntry* const entry = makeNode(RangeTblEntry);
+    entry->rtekind = RTE_RELATION;
+    entry->relid = RelationGetRelid(table);
+    entry->relkind = table->rd_rel->relkind;
+    entry->rellockmode = RowExclusiveLock;
+    ExecInitRangeTable(estate, list_make1(entry));
+    ResultRelInfo* const result = makeNode(ResultRelInfo);
+    InitResultRelInfo(result, table, 1, nullptr, 0);
+    const int count = list_length(index_oids);
+    target->index_oids = static_cast<Oid*>(palloc(sizeof(Oid) * (count + 1)));
+    target->index_infos = static_cast<IndexInfo**>(palloc(sizeof(IndexInfo*) * (count + 1)));
+    target->open_indexes = static_cast<Relation*>(palloc0(sizeof(Relation) * (count + 1)));
     for (int i = 0; i < count; ++i) {
-        oids[i] = RelationGetRelid(indexes[i]);
-        infos[i] = BuildIndexInfo(indexes[i]);
-        plain = plain && index_is_plain(indexes[i], infos[i]);
+        target->index_oids[i] = list_nth_oid(index_oids, i);
+        const Relation index = index_open(target->index_oids[i], RowExclusiveLock);
+        target->index_infos[i] = BuildIndexInfo(index);
+        index_close(index, NoLock);
     }
+    const int natts = RelationGetDescr(table)->natts;
+    target->column_defaults = static_cast<ExprState**>(palloc0(sizeof(ExprState*) * (natts + 1)));
+    target->column_defaults_built = static_cast<bool*>(palloc0(sizeof(bool) * (natts + 1)));
     MemoryContextSwitchTo(caller_context);
-    plan->indexes = oids;
-    plan->infos = infos;
-    plan->plain = plain;
-    plan->count = count;
-    plan->table = RelationGetRelid(table);
-    plan->valid = invalidations_before == SharedInvalidMessageCounter;
-    return *plan;
+    target->estate = estate;
+    target->result = result;
+    target->index_count = count;
+    target->columns = natts;
+    target->table = RelationGetRelid(table);
+    target->valid = invalidations_before == SharedInvalidMessageCounter;
 }
 
-// Whether an update leaves the columns of this index unchanged: the hint
-// ExecInsertIndexTuples gives (index_unchanged_by_update), for plain columns.
-bool index_unchanged_by(const IndexInfo* info, const Bitmapset* updated_columns)
+// The write target of table (open_for_direct_write's), its indexes open and
+// locked and every per-call field set, under an active snapshot (pushed:
+// end_write pops it) on which a write finds its row, as the apply worker
+// writes.
+WriteTarget* begin_write(Relation table)
 {
-    for (int k = 0; k < info->ii_NumIndexAttrs; ++k)
-        if (bms_is_member(info->ii_IndexAttrNumbers[k] - FirstLowInvalidHeapAttributeNumber, updated_columns))
-            return false;
-    return true;
+    WriteTarget* target = nullptr;
+    for (WriteTarget& candidate : write_targets)
+        if (candidate.table == RelationGetRelid(table))
+            target = &candidate;
+    List* const index_oids = RelationGetIndexList(table);
+    if (target == nullptr || !target_matches(*target, table, index_oids)) {
+        if (target == nullptr) {
+            target = &write_targets[next_write_target_slot];
+            next_write_target_slot = (next_write_target_slot + 1) % write_target_slots;
+        }
+        build_write_target(target, table, index_oids);
+    }
+    list_free(index_oids);
+    // As ExecOpenIndices, with the IndexInfos kept: every index, ready or
+    // not (ExecInsertIndexTuples skips one not ready for inserts), locked
+    // until the write is made. An index's readiness is read anew.
+    ResultRelInfo* const result = target->result;
+    for (int i = 0; i < target->index_count; ++i) {
+        target->open_indexes[i] = index_open(target->index_oids[i], RowExclusiveLock);
+        IndexInfo* const info = target->index_infos[i];
+        info->ii_ReadyForInserts = target->open_indexes[i]->rd_index->indisready;
+        // index_unchanged_by_update() caches its answer for one statement's
+        // updated columns: each write sets its own.
+        info->ii_CheckedUnchanged = false;
+    }
+    result->ri_RelationDesc = table;
+    result->ri_NumIndices = target->index_count;
+    result->ri_IndexRelationDescs = target->open_indexes;
+    result->ri_IndexRelationInfo = target->index_infos;
+    EState* const estate = target->estate;
+    estate->es_relations[0] = table;
+    estate->es_output_cid = GetCurrentCommandId(true);
+    PushActiveSnapshot(GetLatestSnapshot());
+    estate->es_snapshot = GetActiveSnapshot();
+    ResetPerTupleExprContext(estate);
+    return target;
+}
+
+void end_write(WriteTarget* target)
+{
+    PopActiveSnapshot();
+    EState* const estate = target->estate;
+    estate->es_snapshot = InvalidSnapshot;
+    estate->es_relations[0] = nullptr;
+    exec_rt_fetch(1, estate)->updatedCols = nullptr;
+    ResultRelInfo* const result = target->result;
+    for (int i = 0; i < target->index_count; ++i) {
+        index_close(target->open_indexes[i], RowExclusiveLock);
+        target->open_indexes[i] = nullptr;
+    }
+    result->ri_RelationDesc = nullptr;
+    ResetPerTupleExprContext(estate);
+}
+
+// The expression state of column's default (nullptr: none), as an INSERT that
+// does not name the column computes it (build_column_default, as logical
+// replication's apply fills the columns a publisher did not send).
+ExprState* column_default(WriteTarget* target, Relation table, int column)
+{
+    if (!target->column_defaults_built[column - 1]) {
+        const MemoryContext caller_context = MemoryContextSwitchTo(target->estate->es_query_cxt);
+        Expr* const expression = reinterpret_cast<Expr*>(build_column_default(table, column));
+        target->column_defaults[column - 1] =
+            expression != nullptr ? ExecInitExpr(expression_planner(expression), nullptr) : nullptr;
+        target->column_defaults_built[column - 1] = true;
+        MemoryContextSwitchTo(caller_context);
+    }
+    return target->column_defaults[column - 1];
+}
+
+[[noreturn]] void report_serialization_failure(bool deleted)
+{
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg(deleted ? "could not serialize access due to concurrent delete"
+                                   : "could not serialize access due to concurrent update")));
+    pg_unreachable();
+}
+
+bool row_has_key(TupleTableSlot* row, const RowKey& key)
+{
+    bool isnull;
+    const Datum row_key = slot_getattr(row, key.column, &isnull);
+    return !isnull && DatumGetBool(DirectFunctionCall2Coll(
+                          key.equal, TupleDescAttr(row->tts_tupleDescriptor, key.column - 1)->attcollation,
+                          row_key, key.value));
+}
+
+// Finds the key's row on the write's snapshot into row (pinned): first at
+// hint, the version a caller read or remembered (a version visible to the
+// snapshot with the key is the one a lookup through the primary key would
+// find, as no two versions of one key are visible to one snapshot), else
+// through the primary key, as the apply worker finds a row by its replica
+// identity index. Returns whether there is one.
+bool find_row(Relation table, const RowKey& key, const ItemPointerData& hint, TupleTableSlot* row)
+{
+    const Snapshot snapshot = GetActiveSnapshot();
+    if (ItemPointerIsValid(&hint) && ItemPointerGetBlockNumber(&hint) < RelationGetNumberOfBlocks(table)) {
+        // What an index scan does on each heap page it visits, and what keeps
+        // a row's HOT chain short: prune the page first.
+        const Buffer page = ReadBuffer(table, ItemPointerGetBlockNumber(&hint));
+        heap_page_prune_opt(table, page);
+        ReleaseBuffer(page);
+        ItemPointerData version = hint;
+        if (table_tuple_fetch_row_version(table, &version, snapshot, row) && row_has_key(row, key))
+            return true;
+        ExecClearTuple(row);
+    }
+    const Oid primary_key = RelationGetPrimaryKeyIndex(table);
+    if (!OidIsValid(primary_key))
+        elog(ERROR, "lease: lease.%s has no primary key", RelationGetRelationName(table));
+    const Relation index = index_open(primary_key, AccessShareLock);
+    ScanKeyData scan_key;
+    ScanKeyEntryInitialize(&scan_key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           TupleDescAttr(RelationGetDescr(table), key.column - 1)->attcollation, key.equality,
+                           key.value);
+    const IndexScanDesc scan = index_beginscan(table, index, snapshot, 1, 0);
+    index_rescan(scan, &scan_key, 1, nullptr, 0);
+    const bool found = index_getnext_slot(scan, ForwardScanDirection, row);
+    index_endscan(scan);
+    index_close(index, NoLock);
+    return found;
+}
+
+// What locking the row that find_row found gave.
+enum class Locked { latest, changed_since, gone };
+
+// Locks the row version in row, as the apply worker does before it changes a
+// row (RelationFindReplTupleByIndex): table_tuple_lock, which waits for a
+// transaction in flight that is changing it. Under READ COMMITTED it follows
+// the row to its latest version and locks that (changed_since: row now holds
+// it, and the change must be tested again, as EvalPlanQual does). Under
+// REPEATABLE READ and SERIALIZABLE a version changed by a transaction this
+// one cannot see, or one that its snapshot does not see, raises 40001, as
+// UPDATE does; except for an upsert's DO UPDATE, for which a deleted row is no
+// row (its arbiter index finds no conflict once the delete has committed).
+Locked lock_row(Relation table, TupleTableSlot* row, LockTupleMode mode, bool upsert)
+{
+    const bool snapshot_per_transaction = IsolationUsesXactSnapshot();
+    TM_FailureData failure;
+    ItemPointerData version = row->tts_tid;
+    const TM_Result result =
+        table_tuple_lock(table, &version, GetActiveSnapshot(), row, GetCurrentCommandId(false), mode, LockWaitBlock,
+                         snapshot_per_transaction ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+    switch (result) {
+    case TM_Ok:
+        break;
+    case TM_Updated:
+    case TM_Deleted:
+        if (result == TM_Deleted && (upsert || !snapshot_per_transaction))
+            return Locked::gone;
+        report_serialization_failure(result == TM_Deleted);
+    default:
+        // A change of this row by an earlier command of this transaction is
+        // visible to the write's snapshot; one made by this command is not
+        // (a second change of one row by one statement).
+        elog(ERROR, "lease: a row of lease.%s was changed twice in one command", RelationGetRelationName(table));
+    }
+    if (snapshot_per_transaction && !table_tuple_satisfies_snapshot(table, row, GetTransactionSnapshot()))
+        report_serialization_failure(false);
+    return failure.traversed ? Locked::changed_since : Locked::latest;
+}
+
+HeapTuple row_tuple(TupleTableSlot* row)
+{
+    return ExecFetchSlotHeapTuple(row, false, nullptr);
+}
+
+// Where a lease row change leaves the row: the next read of the name (a
+// fence check, the release) fetches that version instead of searching the
+// primary key.
+void remember_if_lease(Relation table, const RowKey& key, const ItemPointerData& version)
+{
+    if (RelationGetRelid(table) == lease_relations().oids[rel_leases])
+        remember_lease_version(table, reinterpret_cast<const text*>(DatumGetPointer(key.value)), version);
 }
 
 }  // namespace
 
-void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update)
+void forget_write_targets(Oid relid)
 {
-    if (!table->rd_rel->relhasindex)
-        return;
-    // As ExecOpenIndices: every index in the list, ready or not, locked until
-    // the entries are added.
-    List* const index_oids = RelationGetIndexList(table);
-    const int count = list_length(index_oids);
-    Relation* const indexes = static_cast<Relation*>(palloc(sizeof(Relation) * (count + 1)));
-    for (int i = 0; i < count; ++i)
-        indexes[i] = index_open(list_nth_oid(index_oids, i), RowExclusiveLock);
-    const IndexPlan& plan = index_plan(table, indexes, count);
-    if (!plan.plain) {
-        add_index_entries_by_executor(table, slot, updated_columns, update);
-    } else {
-        // As ExecInsertIndexTuples and FormIndexDatum do for such indexes.
-        slot_getallattrs(slot);
-        Datum values[INDEX_MAX_KEYS];
-        bool nulls[INDEX_MAX_KEYS];
-        for (int i = 0; i < count; ++i) {
-            IndexInfo* const info = plan.infos[i];
-            if (!info->ii_ReadyForInserts)
-                continue;
-            for (int k = 0; k < info->ii_NumIndexAttrs; ++k) {
-                const AttrNumber column = info->ii_IndexAttrNumbers[k];
-                values[k] = slot->tts_values[column - 1];
-                nulls[k] = slot->tts_isnull[column - 1];
-            }
-            (void) index_insert(indexes[i], values, nulls, &slot->tts_tid, table,
-                                info->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
-                                update && index_unchanged_by(info, updated_columns), info);
-        }
+    for (WriteTarget& target : write_targets) {
+        bool ours = relid == InvalidOid || relid == target.table;
+        for (int i = 0; i < target.index_count && !ours; ++i)
+            ours = relid == target.index_oids[i];
+        // Only marked: the memory is reused by the next rebuild, never freed
+        // under a call that may be using it.
+        if (ours)
+            target.valid = false;
     }
-    for (int i = 0; i < count; ++i)
-        index_close(indexes[i], RowExclusiveLock);
-    pfree(indexes);
-    list_free(index_oids);
+}
+
+ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls, int columns_given)
+{
+    WriteTarget* const target = begin_write(table);
+    const TupleDesc columns = RelationGetDescr(table);
+    TupleTableSlot* const row = MakeSingleTupleTableSlot(columns, &TTSOpsVirtual);
+    memcpy(row->tts_values, values, sizeof(Datum) * columns_given);
+    memcpy(row->tts_isnull, nulls, sizeof(bool) * columns_given);
+    ExprContext* const per_row = GetPerTupleExprContext(target->estate);
+    for (int c = columns_given; c < columns->natts; ++c) {
+        // A stored generated column is computed by ExecSimpleRelationInsert
+        // (its "default" is the generation expression).
+        const Form_pg_attribute column = TupleDescAttr(columns, c);
+        ExprState* const fallback =
+            column->attisdropped || column->attgenerated ? nullptr : column_default(target, table, c + 1);
+        row->tts_isnull[c] = true;
+        if (fallback != nullptr)
+            row->tts_values[c] = ExecEvalExprSwitchContext(fallback, per_row, &row->tts_isnull[c]);
+    }
+    ExecStoreVirtualTuple(row);
+    ExecSimpleRelationInsert(target->result, target->estate, row);
+    const ItemPointerData inserted = row->tts_tid;
+    ExecDropSingleTupleTableSlot(row);
+    end_write(target);
+    return inserted;
 }
 
 bool change_row(Relation table, const RowKey& key, const ItemPointerData& version_read, RowChange change,
                 void* context, bool upsert)
 {
+    WriteTarget* const target = begin_write(table);
     const TupleDesc columns = RelationGetDescr(table);
-    // A lease row's versions are remembered, so that the next read or change
-    // of the name can fetch its row without the primary-key lookup.
-    const text* const lease_name =
-        RelationGetRelid(table) == lease_relations().oids[rel_leases] ? reinterpret_cast<const text*>(DatumGetPointer(key.value)) : nullptr;
-    // The snapshot an UPDATE's row must be visible to under REPEATABLE READ
-    // and SERIALIZABLE (ri_triggers.c's crosscheck): lease state is decided on
-    // the latest committed version, and a version this transaction could not
-    // see is a conflict.
-    const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
+    // The row as found and locked (its buffer pinned until the change is
+    // made), and its next version.
+    TupleTableSlot* const row = table_slot_create(table, nullptr);
+    TupleTableSlot* const next = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
+    ItemPointerData hint = version_read;
+    if (!ItemPointerIsValid(&hint) && RelationGetRelid(table) == lease_relations().oids[rel_leases])
+        hint = remembered_lease_version(table, reinterpret_cast<const text*>(DatumGetPointer(key.value)));
     bool changed = false;
-    for (bool look_up = !ItemPointerIsValid(&version_read);; look_up = true) {
-        ItemPointerData version = version_read;
-        RowVersion next_version = {nullptr, nullptr};
-        if (!look_up) {
-            next_version = change_version_read(table, key, version_read, change, context);
-            if (next_version.tuple == nullptr)
-                continue;
-        } else {
-            Snapshot snapshot = InvalidSnapshot;
-            HeapTupleData remembered;
-            Buffer remembered_buffer;
-            bool found_remembered = false;
-            if (lease_name != nullptr) {
-                snapshot = RegisterSnapshot(GetLatestSnapshot());
-                found_remembered =
-                    fetch_remembered_version(table, lease_name, snapshot, &remembered, &remembered_buffer);
-                if (!found_remembered)
-                    UnregisterSnapshot(snapshot);
-            }
-            if (found_remembered) {
-                // The version the lookup below would find.
-                next_version = change(&remembered, columns, context);
-                if (next_version.tuple != nullptr)
-                    version = remembered.t_self;
-                ReleaseBuffer(remembered_buffer);
-            } else {
-                const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
-                const HeapTuple row = systable_getnext(scan);
-                if (HeapTupleIsValid(row))
-                    next_version = change(row, columns, context);
-                if (next_version.tuple != nullptr)
-                    version = row->t_self;
-                systable_endscan(scan);
-            }
-            UnregisterSnapshot(snapshot);
-            if (next_version.tuple == nullptr)
-                break;
+    // Tested before the row is locked, as an UPDATE's WHERE clause is: a row
+    // the change declines is left unlocked.
+    RowVersion next_version = {nullptr, nullptr};
+    if (find_row(table, key, hint, row))
+        next_version = change(row_tuple(row), columns, context);
+    if (next_version.tuple != nullptr) {
+        const Locked locked = lock_row(table, row, LockTupleNoKeyExclusive, upsert);
+        if (locked == Locked::changed_since) {
+            // The row's latest version, tested again (EvalPlanQual): a
+            // change it declines leaves it locked, as UPDATE leaves it.
+            next_version = change(row_tuple(row), columns, context);
+        } else if (locked == Locked::gone) {
+            next_version.tuple = nullptr;
         }
-
-        TupleTableSlot* const slot = MakeSingleTupleTableSlot(columns, &TTSOpsHeapTuple);
-        ExecStoreHeapTuple(next_version.tuple, slot, true);
-        TM_FailureData failure;
-        LockTupleMode lock_mode;
-        bool update_indexes;
-        const TM_Result result = table_tuple_update(table, &version, slot, GetCurrentCommandId(true), InvalidSnapshot,
-                                                    crosscheck, true, &failure, &lock_mode, &update_indexes);
-        if (result == TM_Ok && update_indexes)
-            add_index_entries(table, slot, next_version.updated_columns, true);
-        if (result == TM_Ok && lease_name != nullptr)
-            remember_lease_version(table, lease_name, slot->tts_tid);
-        ExecDropSingleTupleTableSlot(slot);
-        if (result == TM_Ok) {
-            changed = true;
-            break;
-        }
-        // Anything but a concurrent change that committed (waited for above)
-        // means this transaction changed the row in the same command.
-        if (result != TM_Updated && result != TM_Deleted)
-            elog(ERROR, "lease: a row of lease.%s was changed twice in one command", RelationGetRelationName(table));
-        if (result == TM_Deleted && upsert)
-            break;
-        if (IsolationUsesXactSnapshot())
-            report_serialization_failure(result);
     }
+    if (next_version.tuple != nullptr) {
+        // The columns the change sets, as a statement's: an index none of
+        // whose columns it sets gets the "unchanged" hint
+        // (index_unchanged_by_update), which lets a btree delete the versions
+        // it supersedes bottom-up instead of splitting a page.
+        exec_rt_fetch(1, target->estate)->updatedCols = next_version.updated_columns;
+        ExecStoreHeapTuple(next_version.tuple, next, true);
+        EPQState recheck;
+        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1);
+        ExecSimpleRelationUpdate(target->result, target->estate, &recheck, row, next);
+        EvalPlanQualEnd(&recheck);
+        remember_if_lease(table, key, next->tts_tid);
+        changed = true;
+    }
+    ExecDropSingleTupleTableSlot(next);
+    ExecDropSingleTupleTableSlot(row);
+    end_write(target);
+    // Like a statement, the change is visible to what follows.
     if (changed)
         CommandCounterIncrement();
     return changed;
@@ -469,36 +474,29 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
 
 bool delete_row(Relation table, const RowKey& key, RowTest test, void* context)
 {
+    WriteTarget* const target = begin_write(table);
     const TupleDesc columns = RelationGetDescr(table);
-    const Snapshot crosscheck = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : InvalidSnapshot;
-    bool deleted = false;
-    for (;;) {
-        Snapshot snapshot;
-        const SysScanDesc scan = begin_row_scan(table, key, &snapshot);
-        const HeapTuple row = systable_getnext(scan);
-        ItemPointerData version;
-        const bool accepted = HeapTupleIsValid(row) && test(row, columns, context);
-        if (accepted)
-            version = row->t_self;
-        systable_endscan(scan);
-        UnregisterSnapshot(snapshot);
-        if (!accepted)
-            break;
-        TM_FailureData failure;
-        const TM_Result result = table_tuple_delete(table, &version, GetCurrentCommandId(true), InvalidSnapshot,
-                                                    crosscheck, true, &failure, false);
-        if (result == TM_Ok) {
-            deleted = true;
-            break;
-        }
-        if (result != TM_Updated && result != TM_Deleted)
-            elog(ERROR, "lease: a row of lease.%s was changed twice in one command", RelationGetRelationName(table));
-        if (IsolationUsesXactSnapshot())
-            report_serialization_failure(result);
+    TupleTableSlot* const row = table_slot_create(table, nullptr);
+    const ItemPointerData no_hint = {};
+    bool accepted = find_row(table, key, no_hint, row) && test(row_tuple(row), columns, context);
+    if (accepted) {
+        const Locked locked = lock_row(table, row, LockTupleExclusive, false);
+        if (locked == Locked::changed_since)
+            accepted = test(row_tuple(row), columns, context);
+        else if (locked == Locked::gone)
+            accepted = false;
     }
-    if (deleted)
+    if (accepted) {
+        EPQState recheck;
+        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1);
+        ExecSimpleRelationDelete(target->result, target->estate, &recheck, row);
+        EvalPlanQualEnd(&recheck);
+    }
+    ExecDropSingleTupleTableSlot(row);
+    end_write(target);
+    if (accepted)
         CommandCounterIncrement();
-    return deleted;
+    return accepted;
 }
 
 ColumnChanges column_changes(TupleDesc columns)

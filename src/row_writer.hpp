@@ -40,30 +40,16 @@ constexpr int idempotency_keys_columns = 9;
 // that statement) and returns it, or nullptr when the write must go through
 // SQL (lease.force_sql_path, or a table whose shape the direct writer cannot
 // honour). The decision is made once per relation cache entry: any DDL on the
-// table invalidates it, and forget_relations() then forgets the decision with
+// table invalidates it, and forget_relation() then forgets the decision with
 // the OIDs.
 Relation open_for_direct_write(Relation_ which, CmdType command);
 
-// Whether table has a column beyond the shape_columns its script created (one
-// a DBA added and has not dropped): an insert would have to compute its
-// default, so a table whose shape allows updates (lease.leases) takes its
-// inserts through SQL then.
-bool has_added_columns(Relation table, int shape_columns);
-
-// Adds the index entries of a row version just written to table (the row is
-// in slot, which knows its TID), as the executor does after a heap write. For
-// an update, updated_columns (attribute numbers offset by
-// FirstLowInvalidHeapAttributeNumber, as a statement's) are the columns it
-// set: an index none of whose columns it set gets the "unchanged" hint, which
-// lets a btree delete the versions it supersedes bottom-up instead of
-// splitting a page.
-void add_index_entries(Relation table, TupleTableSlot* slot, Bitmapset* updated_columns, bool update);
-
-// Inserts a row into table (open_for_direct_write's, with one value per
-// column it has, dropped ones included) and its indexes, as INSERT would: 23502 for a NULL in a NOT NULL column, as the
-// executor's ExecConstraints (the shape check leaves only the script's NOT
-// NULL columns, which the writer always fills). Returns where the row went.
-ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls);
+// Inserts a row into table (open_for_direct_write's) as INSERT would:
+// values and nulls give its first columns_given columns, dropped ones
+// included; every later column takes its default, as an INSERT that does not
+// name it. Through ExecSimpleRelationInsert (constraints, generated columns,
+// indexes, replica identity). Returns where the row went.
+ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls, int columns_given);
 
 // A row version a change makes, and the columns it sets (as
 // add_index_entries takes them).
@@ -88,15 +74,16 @@ struct RowKey {
 };
 
 // Applies change to the row with this key, as an UPDATE statement run as the
-// table's owner would, but without an executor: grants and releases are the
-// hot path, and starting an executor costs several times the row change
-// itself (docs/performance.md). table is open_for_direct_write()'s. Starts
-// from the version read_latest found (version_read, or an invalid one) when
-// it is still the latest, else looks the row up through the primary key.
-// Under READ COMMITTED, a version that a transaction in flight is changing is
-// waited for, then the change is applied to its successor; under REPEATABLE
-// READ and SERIALIZABLE, a version this transaction's snapshot does not see,
-// or one changed concurrently, raises 40001, as the UPDATE would. Returns
+// table's owner would, through PostgreSQL's own entry points as logical
+// replication's apply worker changes a row: found through the primary key on
+// the latest snapshot (first at version_read, or the lease version
+// remembered, when that is still the key's visible version), locked with
+// table_tuple_lock, then written by ExecSimpleRelationUpdate with the buffer
+// pinned, under that snapshot made active. Under READ COMMITTED, a version
+// that a transaction in flight is changing is waited for, and the change is
+// tested again on its successor (as EvalPlanQual does); under REPEATABLE READ
+// and SERIALIZABLE, a version this transaction's snapshot does not see, or
+// one changed concurrently, raises 40001, as the UPDATE would. Returns
 // whether a row was changed; false when there is no row or change declines
 // it. Like any statement, makes the change visible to what follows. For the
 // DO UPDATE of an INSERT ... ON CONFLICT (upsert), a row that a concurrent
@@ -115,14 +102,17 @@ using RowTest = bool (*)(HeapTuple row, TupleDesc columns, void* context);
 // writes.
 void remember_lease_version(Relation leases, const text* name, const ItemPointerData& version);
 
-// The version of name's lease row remembered (remember_lease_version), when
-// it is still there, visible to snapshot (an MVCC snapshot) and name's: then
-// it is the version a lookup through the primary key on that snapshot would
-// find, as no two versions of one key are visible to one snapshot. Returns
-// false otherwise, and under SERIALIZABLE, where the lookup's predicate lock
-// on the index page is what tells a later insert of the name that this
-// transaction read it. On true, row is in *buffer, pinned for the caller to
-// release.
+// The version of name's lease row remembered (remember_lease_version), or an
+// invalid one: only a hint of where to look, which change_row checks. None
+// under SERIALIZABLE, where the lookup's predicate lock on the index page is
+// what tells a later insert of the name that this transaction read it.
+ItemPointerData remembered_lease_version(Relation leases, const text* name);
+
+// Whether the version of name's lease row remembered is still there, visible
+// to snapshot (an MVCC snapshot) and name's: then it is the version a lookup
+// through the primary key on that snapshot would find, as no two versions of
+// one key are visible to one snapshot. On true, row is in *buffer, pinned for
+// the caller to release.
 bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapshot, HeapTuple row, Buffer* buffer);
 
 // Deletes the row with this key when test accepts it, as a DELETE statement

@@ -15,13 +15,19 @@ bool force_sql_path = false;
 
 LeaseRelations known_relations;
 
-void forget_relations(Datum, Oid relid)
+// The library's one relation cache callback (a backend has few slots for
+// them): a relation of the extension, or one of its indexes, was
+// invalidated (altered, dropped, re-owned, reindexed), or the whole cache was
+// reset (InvalidOid). Each cache of the store forgets what it kept of it.
+void forget_relation(Datum, Oid relid)
 {
     bool ours = relid == InvalidOid;
     for (int r = 0; r < rel_count && !ours; ++r)
         ours = relid == known_relations.oids[r];
     if (ours)
         known_relations = LeaseRelations{};
+    forget_write_targets(relid);
+    forget_remembered_lease_version(relid);
 }
 
 int direct_writes_slot(Relation_ which)
@@ -33,16 +39,11 @@ int direct_writes_slot(Relation_ which)
 
 const LeaseRelations& lease_relations()
 {
-    static bool callback_registered = false;
-    if (!callback_registered) {
-        CacheRegisterRelcacheCallback(forget_relations, static_cast<Datum>(0));
-        callback_registered = true;
-    }
     if (known_relations.complete)
         return known_relations;
 
     // The catalog lookups below may process invalidations, which run
-    // forget_relations() while they are under way: what they found is kept
+    // forget_relation() while they are under way: what they found is kept
     // only when no invalidation arrived meanwhile (PostgreSQL's own
     // RangeVarGetRelidExtended() retries on the same counter).
     for (;;) {
@@ -153,6 +154,11 @@ void count_event(Counter counter)
     const Oid sequence = lease_relations().oids[rel_stat_grants + static_cast<int>(counter)];
     if (OidIsValid(sequence))
         (void) nextval_internal(sequence, false);
+}
+
+void register_relation_cache_callback()
+{
+    CacheRegisterRelcacheCallback(forget_relation, static_cast<Datum>(0));
 }
 
 }  // namespace lease

@@ -65,6 +65,15 @@ void record_holders_by_name(Oid index);
 // looked up once per invalidation of the relations.
 bool history_has_positions();
 
+// What the relation cache callback (register_relation_cache_callback, from
+// initialize_lease_store) makes each cache of the store forget of relid, a
+// table or an index (InvalidOid: everything): the direct writer's executor
+// state (row_writer.cpp) and the lease row version remembered
+// (lease_rows.cpp).
+void register_relation_cache_callback();
+void forget_write_targets(Oid relid);
+void forget_remembered_lease_version(Oid relid);
+
 // From initialize_lease_store: defines lease.force_sql_path.
 void define_force_sql_path();
 
