@@ -290,22 +290,25 @@ RESET lease.force_sql_path;
 
 -- A DBA default on a column the extension's INSERT does not name (a holder's
 -- value) gives the same row on both paths: the direct insert computes it as
--- the INSERT statement does. And a DBA's CHECK constraint and stored generated
--- column hold on the direct path as on the SQL path.
-ALTER TABLE lease.holders ALTER COLUMN value SET DEFAULT '{"set": "by the DBA"}';
-ALTER TABLE lease.holders ADD CONSTRAINT short_owner CHECK (length(owner) < 10);
-ALTER TABLE lease.holders ADD COLUMN owner_upper text GENERATED ALWAYS AS (upper(owner)) STORED;
-CREATE FUNCTION pg_temp.holder_row(path text) RETURNS text LANGUAGE plpgsql AS $$
+-- the INSERT statement does.
+CREATE FUNCTION pg_temp.holder_row(path text, owner text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     acquired bigint;
-    too_long text;
 BEGIN
     PERFORM pg_catalog.set_config('lease.force_sql_path', (path = 'sql')::text, true);
-    acquired := lease.semaphore_acquire('defaults-' || path, 'w', 2, '1 hour');
-    too_long := pg_temp.outcome($q$SELECT lease.semaphore_acquire('defaults-$q$ || path || $q$', 'a-very-long-owner', 2)$q$);
-    RETURN (SELECT format('%s %s %s', h.value, h.owner_upper, too_long) FROM lease.holders AS h WHERE h.token = acquired);
+    acquired := lease.semaphore_acquire('defaults-' || path || '-' || owner, owner, 2, '1 hour');
+    RETURN (SELECT to_jsonb(h) - 'token' - 'name' - 'acquired_at' - 'renewed_at' - 'expires_at'
+              FROM lease.holders AS h WHERE h.token = acquired);
 END $$;
-SELECT pg_temp.holder_row('direct') AS direct_holder, pg_temp.holder_row('sql') AS sql_holder;
+ALTER TABLE lease.holders ALTER COLUMN value SET DEFAULT '{"set": "by the DBA"}';
+SELECT pg_temp.holder_row('direct', 'w') AS direct_holder, pg_temp.holder_row('sql', 'w') AS sql_holder;
+-- A DBA's CHECK constraint and stored generated column hold on the direct path
+-- as on the SQL path.
+ALTER TABLE lease.holders ADD CONSTRAINT short_owner CHECK (length(owner) < 10);
+ALTER TABLE lease.holders ADD COLUMN owner_upper text GENERATED ALWAYS AS (upper(owner)) STORED;
+SELECT pg_temp.holder_row('direct', 'w2') AS direct_holder, pg_temp.holder_row('sql', 'w2') AS sql_holder;
+SELECT pg_temp.outcome($$SELECT pg_temp.holder_row('direct', 'a-very-long-owner')$$) AS direct_check,
+       pg_temp.outcome($$SELECT pg_temp.holder_row('sql', 'a-very-long-owner')$$) AS sql_check;
 ALTER TABLE lease.holders DROP COLUMN owner_upper, DROP CONSTRAINT short_owner, ALTER COLUMN value DROP DEFAULT;
 
 -- Only a superuser may choose the path.
