@@ -20,7 +20,9 @@ PG_CONFIG ?= pg_config
 # Warnings are errors in our own test and CI builds (scripts/test exports
 # WERROR=-Werror), not in a user's build with another compiler.
 WERROR ?=
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra $(WERROR)
+# No C++ exception may unwind into PostgreSQL, and the module throws none: the
+# compiler enforces it (src/boundary.hpp).
+PG_CXXFLAGS = -std=c++17 -fno-exceptions -Wall -Wextra $(WERROR)
 # PostgreSQL's headers are not ours to keep -Wextra clean: include them as system headers.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 SHLIB_LINK += -lstdc++

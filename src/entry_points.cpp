@@ -1,5 +1,5 @@
-// The SQL-callable functions. Each is a thin C entry that runs its body through
-// lease::guarded() (see boundary.hpp for the C++/PostgreSQL error boundary).
+// The SQL-callable functions. Each is a thin C entry that runs its body (see
+// boundary.hpp for the C++/PostgreSQL error boundary).
 #include "access.hpp"
 #include "arguments.hpp"
 #include "boundary.hpp"
@@ -681,7 +681,7 @@ PG_MODULE_MAGIC;
     PG_FUNCTION_INFO_V1(sql_name);             \
     Datum sql_name(PG_FUNCTION_ARGS)           \
     {                                          \
-        return lease::guarded<body>(fcinfo);   \
+        return body(fcinfo);                   \
     }
 
 // A function that changes lease state: in a read-only transaction or on a
@@ -691,7 +691,7 @@ PG_MODULE_MAGIC;
     Datum sql_name(PG_FUNCTION_ARGS)                       \
     {                                                      \
         lease::require_writable(sql_signature);            \
-        return lease::guarded<body>(fcinfo);               \
+        return body(fcinfo);                               \
     }
 
 LEASE_WRITING_ENTRY(lease_acquire, acquire, "lease.lease_acquire()")

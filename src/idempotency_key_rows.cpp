@@ -66,7 +66,8 @@ ItemPointerData remembered_key_version(Relation keys, const text* key)
     ItemPointerSetInvalid(&version);
     if (remembered_key.table == RelationGetRelid(keys) &&
         static_cast<int>(VARSIZE_ANY_EXHDR(key)) == remembered_key.length &&
-        memcmp(VARDATA_ANY(key), remembered_key.key, remembered_key.length) == 0 && !IsolationIsSerializable())
+        memcmp(VARDATA_ANY(key), remembered_key.key, remembered_key.length) == 0 && !IsolationIsSerializable() &&
+        ItemPointerGetBlockNumber(&remembered_key.version) < RelationGetNumberOfBlocks(keys))
         version = remembered_key.version;
     return version;
 }

@@ -114,9 +114,15 @@ ItemPointerData remembered_lease_version(Relation leases, const text* name)
 {
     ItemPointerData version;
     ItemPointerSetInvalid(&version);
-    if (is_remembered(RelationGetRelid(leases), name) && !IsolationIsSerializable())
-        version = remembered.version;
-    return version;
+    if (!is_remembered(RelationGetRelid(leases), name) || IsolationIsSerializable() ||
+        ItemPointerGetBlockNumber(&remembered.version) >= RelationGetNumberOfBlocks(leases))
+        return version;
+    // What an index scan does on each heap page it visits, and what keeps a
+    // row's HOT chain short: prune the page first.
+    const Buffer page = ReadBuffer(leases, ItemPointerGetBlockNumber(&remembered.version));
+    heap_page_prune_opt(leases, page);
+    ReleaseBuffer(page);
+    return remembered.version;
 }
 
 void forget_remembered_lease_version(Oid relid)

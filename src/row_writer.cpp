@@ -199,10 +199,13 @@ void build_write_target(WriteTarget* target, Relation table, List* index_oids)
 }
 
 // The write target of table (open_for_direct_write's), its indexes open and
-// locked and every per-call field set, under an active snapshot (pushed:
-// end_write pops it) on which a write finds its row, as the apply worker
-// writes.
-WriteTarget* begin_write(Relation table)
+// locked and every per-call field set, under an active snapshot that end_write
+// pops: for a change or delete, the latest snapshot, on which the row is
+// found (lease state is decided on the latest committed version); for an
+// insert, which finds nothing, the caller's active snapshot when it has one
+// (as an INSERT statement runs under its statement's), else the transaction's
+// (CALL lease.acquire_wait between its transactions has none).
+WriteTarget* begin_write(Relation table, bool find_latest)
 {
     WriteTarget* target = nullptr;
     for (WriteTarget& candidate : write_targets)
@@ -219,7 +222,9 @@ WriteTarget* begin_write(Relation table)
     list_free(index_oids);
     // As ExecOpenIndices, with the IndexInfos kept: every index, ready or
     // not (ExecInsertIndexTuples skips one not ready for inserts), locked
-    // until the write is made. An index's readiness is read anew.
+    // until the transaction ends (end_write keeps the locks, as the planner
+    // keeps those of a statement's indexes: the next write of the
+    // transaction finds them held). An index's readiness is read anew.
     ResultRelInfo* const result = target->result;
     for (int i = 0; i < target->index_count; ++i) {
         target->open_indexes[i] = index_open(target->index_oids[i], RowExclusiveLock);
@@ -236,7 +241,10 @@ WriteTarget* begin_write(Relation table)
     EState* const estate = target->estate;
     estate->es_relations[0] = table;
     estate->es_output_cid = GetCurrentCommandId(true);
-    PushActiveSnapshot(GetLatestSnapshot());
+    if (find_latest)
+        PushActiveSnapshot(GetLatestSnapshot());
+    else
+        PushActiveSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
     estate->es_snapshot = GetActiveSnapshot();
     ResetPerTupleExprContext(estate);
     return target;
@@ -251,7 +259,7 @@ void end_write(WriteTarget* target)
     exec_rt_fetch(1, estate)->updatedCols = nullptr;
     ResultRelInfo* const result = target->result;
     for (int i = 0; i < target->index_count; ++i) {
-        index_close(target->open_indexes[i], RowExclusiveLock);
+        index_close(target->open_indexes[i], NoLock);
         target->open_indexes[i] = nullptr;
     }
     result->ri_RelationDesc = nullptr;
@@ -292,21 +300,17 @@ bool row_has_key(TupleTableSlot* row, const RowKey& key)
 }
 
 // Finds the key's row on the write's snapshot into row (pinned): first at
-// hint, the version a caller read or remembered (a version visible to the
-// snapshot with the key is the one a lookup through the primary key would
-// find, as no two versions of one key are visible to one snapshot), else
-// through the primary key, as the apply worker finds a row by its replica
-// identity index. Returns whether there is one.
+// hint, the version a caller read in this transaction or remembered (checked
+// to be within the table's blocks by whoever remembered it): a version
+// visible to the snapshot with the key is the one a lookup through the
+// primary key would find, as no two versions of one key are visible to one
+// snapshot. Else through the primary key, as the apply worker finds a row by
+// its replica identity index. Returns whether there is one.
 bool find_row(Relation table, const RowKey& key, const ItemPointerData& hint, TupleTableSlot* row)
 {
     const Snapshot snapshot = GetActiveSnapshot();
-    if (ItemPointerIsValid(&hint) && ItemPointerGetBlockNumber(&hint) < RelationGetNumberOfBlocks(table)) {
-        // What an index scan does on each heap page it visits, and what keeps
-        // a row's HOT chain short: prune the page first.
-        const Buffer page = ReadBuffer(table, ItemPointerGetBlockNumber(&hint));
-        heap_page_prune_opt(table, page);
-        ReleaseBuffer(page);
-        ItemPointerData version = hint;
+    ItemPointerData version = hint;
+    if (ItemPointerIsValid(&version)) {
         if (table_tuple_fetch_row_version(table, &version, snapshot, row) && row_has_key(row, key))
             return true;
         ExecClearTuple(row);
@@ -397,7 +401,7 @@ void forget_write_targets(Oid relid)
 
 ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls, int columns_given)
 {
-    WriteTarget* const target = begin_write(table);
+    WriteTarget* const target = begin_write(table, false);
     const TupleDesc columns = RelationGetDescr(table);
     TupleTableSlot* const row = MakeSingleTupleTableSlot(columns, &TTSOpsVirtual);
     memcpy(row->tts_values, values, sizeof(Datum) * columns_given);
@@ -424,7 +428,7 @@ ItemPointerData insert_directly(Relation table, const Datum* values, const bool*
 bool change_row(Relation table, const RowKey& key, const ItemPointerData& version_read, RowChange change,
                 void* context, bool upsert)
 {
-    WriteTarget* const target = begin_write(table);
+    WriteTarget* const target = begin_write(table, true);
     const TupleDesc columns = RelationGetDescr(table);
     // The row as found and locked (its buffer pinned until the change is
     // made), and its next version.
@@ -474,7 +478,7 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
 
 bool delete_row(Relation table, const RowKey& key, RowTest test, void* context)
 {
-    WriteTarget* const target = begin_write(table);
+    WriteTarget* const target = begin_write(table, true);
     const TupleDesc columns = RelationGetDescr(table);
     TupleTableSlot* const row = table_slot_create(table, nullptr);
     const ItemPointerData no_hint = {};
