@@ -1,9 +1,10 @@
 // The direct row writer: inserts and changes of lease.leases, inserts into
 // lease.history, inserts and deletes of lease.holders, and inserts, changes
-// and deletes of lease.idempotency_keys, written straight into the heap and
-// its indexes, as the SQL statements they replace would write them, without
-// an executor. Internal to the store (lease_store.hpp is its interface).
-// PostgreSQL-facing.
+// and deletes of lease.idempotency_keys, written as the SQL statements they
+// replace would write them, through the executor's entry points for one row
+// (ExecSimpleRelationInsert/Update/Delete, as logical replication applies a
+// row) instead of a planned statement (docs/internals.md). Internal to the
+// store (lease_store.hpp is its interface). PostgreSQL-facing.
 #pragma once
 
 #include "store_relations.hpp"
@@ -51,8 +52,8 @@ Relation open_for_direct_write(Relation_ which, CmdType command);
 // indexes, replica identity). Returns where the row went.
 ItemPointerData insert_directly(Relation table, const Datum* values, const bool* nulls, int columns_given);
 
-// A row version a change makes, and the columns it sets (as
-// add_index_entries takes them).
+// A row version a change makes, and the columns it sets (attribute numbers
+// offset by FirstLowInvalidHeapAttributeNumber, as a statement's updatedCols).
 struct RowVersion {
     HeapTuple tuple;
     Bitmapset* updated_columns;
