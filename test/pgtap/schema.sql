@@ -251,9 +251,9 @@ SELECT has_extension('lease');
 SELECT is(extrelocatable, false, 'lease is not relocatable') FROM pg_extension WHERE extname = 'lease';
 SELECT is(extnamespace::regnamespace::text, 'lease', 'the extension lives in schema lease')
   FROM pg_extension WHERE extname = 'lease';
-SELECT is(extversion, '1.4', 'the installed version is 1.4') FROM pg_extension WHERE extname = 'lease';
+SELECT is(extversion, '1.5', 'the installed version is 1.5') FROM pg_extension WHERE extname = 'lease';
 SELECT is(trusted, false, 'lease is not a trusted extension (only superusers install it)')
-  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.4';
+  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.5';
 
 -- pg_dump keeps lease state with the data, so a restored database never reissues a token.
 SELECT ok('lease.leases'::regclass = ANY (extconfig),
