@@ -403,6 +403,10 @@ Datum session_close(FunctionCallInfo fcinfo)
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
+    // Whoever watches the session (a waiter behind one of its holders) looks again.
+    LOCKTAG watchers;
+    lease::set_session_watch_locktag(&watchers, session);
+    lease::wake_holders_at_commit(&watchers);
     PG_RETURN_INT32(was_live ? count + holders : 0);
 }
 

@@ -47,6 +47,18 @@ void wake_watchers_at_exit(int, Datum)
 
 void settle_at_transaction_end(XactEvent event, void*)
 {
+    // A binding or an unbinding is settled when this backend commits, which
+    // COMMIT PREPARED does not do: the session lock is this backend's, not
+    // the prepared transaction's (docs/reference.md, "Prepared transactions").
+    if (event == XACT_EVENT_PRE_PREPARE)
+        for (int i = 0; i < bound.count; ++i)
+            if (bound.sessions[i].subtransaction != InvalidSubTransactionId || bound.sessions[i].unbind_at_commit)
+                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                errmsg("cannot PREPARE a transaction that has bound a session to its connection or "
+                                       "closed a bound session"),
+                                errdetail("A session is bound to the backend that opened it, which COMMIT PREPARED "
+                                          "may not be."),
+                                errhint("Open and close bound sessions in transactions that are not prepared.")));
     if (event == XACT_EVENT_COMMIT) {
         for (int i = bound.count - 1; i >= 0; --i) {
             bound.sessions[i].subtransaction = InvalidSubTransactionId;

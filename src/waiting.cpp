@@ -13,6 +13,7 @@ namespace {
 struct PendingWakeup {
     LOCKTAG tag;
     bool line;
+    SubTransactionId subtransaction;  // the one that asked: its abort takes the wake-up back
 };
 
 // The wake-ups of this transaction, in TopTransactionContext.
@@ -53,6 +54,18 @@ void end_if_client_gone(const char* detail)
 
 void wake_at_commit(XactEvent event, void*)
 {
+    // The wake-ups happen when this backend commits; COMMIT PREPARED commits
+    // in another one, which knows nothing of them, and the waiters would
+    // sleep through their whole wait. Refused as PostgreSQL refuses to
+    // prepare a transaction that ran NOTIFY (docs/reference.md, "Prepared
+    // transactions").
+    if (event == XACT_EVENT_PRE_PREPARE && pending_wakeups.count > 0)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("cannot PREPARE a transaction that has released, revoked or shortened a lease or "
+                               "a session"),
+                        errdetail("Its waiters are woken when it commits in this backend, which COMMIT PREPARED "
+                                  "does not do."),
+                        errhint("End or shorten leases and sessions in a transaction that is not prepared.")));
     if (event == XACT_EVENT_PRE_COMMIT && client_check_at_commit) {
         client_check_at_commit = false;
         end_if_client_gone("The client of a backend granted a lease after a wait went away before the grant "
@@ -72,6 +85,20 @@ void wake_at_commit(XactEvent event, void*)
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
         event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
         pending_wakeups = PendingWakeups{0, 0, nullptr};
+}
+
+// A subtransaction that rolls back takes back the wake-ups it (or a
+// subtransaction nested in it: their IDs are greater) asked for, with the
+// change they were for.
+void forget_wakeups_at_subtransaction_abort(SubXactEvent event, SubTransactionId aborted, SubTransactionId, void*)
+{
+    if (event != SUBXACT_EVENT_ABORT_SUB)
+        return;
+    int kept = 0;
+    for (int i = 0; i < pending_wakeups.count; ++i)
+        if (pending_wakeups.wakeups[i].subtransaction < aborted)
+            pending_wakeups.wakeups[kept++] = pending_wakeups.wakeups[i];
+    pending_wakeups.count = kept;
 }
 
 [[noreturn]] void report_lock_timeout()
@@ -112,7 +139,7 @@ void wake_at_commit_of(const LOCKTAG* tag, bool line)
         pending_wakeups.wakeups = wakeups;
         pending_wakeups.capacity = capacity;
     }
-    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, line};
+    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, line, GetCurrentSubTransactionId()};
 }
 
 // Sets the latch of every backend holding this lock in its current
@@ -311,6 +338,7 @@ void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline)
 void initialize_waiting()
 {
     RegisterXactCallback(wake_at_commit, nullptr);
+    RegisterSubXactCallback(forget_wakeups_at_subtransaction_abort, nullptr);
 }
 
 }  // namespace lease
