@@ -366,11 +366,8 @@ Datum session_keepalive(FunctionCallInfo fcinfo)
     lease::require_acting_for_session(state.role, session);
     const bool kept = lease::store_session_keepalive(session, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr);
     // A one-off ttl may bring the session's expiry forward: its leases' first waiters re-read it.
-    if (kept && ttl_argument != nullptr) {
-        LOCKTAG watchers;
-        lease::set_session_watch_locktag(&watchers, session);
-        lease::wake_holders_at_commit(&watchers);
-    }
+    if (kept && ttl_argument != nullptr)
+        lease::wake_session_watchers_at_commit(session);
     PG_RETURN_BOOL(kept);
 }
 
@@ -404,9 +401,7 @@ Datum session_close(FunctionCallInfo fcinfo)
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
     // Whoever watches the session (a waiter behind one of its holders) looks again.
-    LOCKTAG watchers;
-    lease::set_session_watch_locktag(&watchers, session);
-    lease::wake_holders_at_commit(&watchers);
+    lease::wake_session_watchers_at_commit(session);
     PG_RETURN_INT32(was_live ? count + holders : 0);
 }
 

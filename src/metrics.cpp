@@ -42,7 +42,6 @@ struct MetricsArea {
 };
 
 MetricsArea* area = nullptr;
-bool area_unavailable = false;
 DatabaseFigures* mine = nullptr;  // MyDatabaseId's slot, once claimed
 bool no_room_warned = false;
 
@@ -69,7 +68,7 @@ void initialize_area(void* memory)
 MetricsArea* metrics_memory()
 {
     if (area == nullptr)
-        area = static_cast<MetricsArea*>(attach_shared_area(metrics_area, &area_unavailable));
+        area = static_cast<MetricsArea*>(attach_shared_area(metrics_area));
     return area;
 }
 
@@ -187,8 +186,7 @@ void wait_clock_at_subabort(SubXactEvent event, SubTransactionId aborted, SubTra
 
 }  // namespace
 
-const SharedArea metrics_area = {"lease metrics", area_size, initialize_area,
-                                 "lease.metrics cannot count expiries, waits and holds: too little spare shared memory"};
+const SharedArea metrics_area = {"lease metrics", area_size, initialize_area};
 
 void count_expiry()
 {

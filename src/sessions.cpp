@@ -38,11 +38,8 @@ void let_go(int index)
 // that the sessions are dead when the waiters look), wake whoever watches them.
 void wake_watchers_at_exit(int, Datum)
 {
-    for (int i = 0; i < bound.count; ++i) {
-        LOCKTAG tag;
-        set_session_watch_locktag(&tag, bound.sessions[i].session);
-        wake_lock_holders(&tag);
-    }
+    for (int i = 0; i < bound.count; ++i)
+        wake_session_watchers_at_exit(bound.sessions[i].session);
 }
 
 void settle_at_transaction_end(XactEvent event, void*)
@@ -63,10 +60,9 @@ void settle_at_transaction_end(XactEvent event, void*)
         for (int i = bound.count - 1; i >= 0; --i) {
             bound.sessions[i].subtransaction = InvalidSubTransactionId;
             if (bound.sessions[i].unbind_at_commit) {
-                LOCKTAG tag;
-                set_session_watch_locktag(&tag, bound.sessions[i].session);
+                const int64 session = bound.sessions[i].session;
                 let_go(i);
-                wake_lock_holders(&tag);
+                wake_session_watchers_now(session);
             }
         }
     } else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {

@@ -167,15 +167,14 @@ void remember_run_marked(TokenRun* run, uint64 key)
     }
 }
 
-bool token_run_unavailable = false;
 TokenRun* current_run = nullptr;
 
-// This run, or nullptr (asynchronous grants then flush their tokens, as
-// synchronous ones do).
+// This run (attached on first use; an ERROR when there is no shared memory
+// for it).
 TokenRun* token_run()
 {
     if (current_run == nullptr)
-        current_run = static_cast<TokenRun*>(attach_shared_area(token_run_area, &token_run_unavailable));
+        current_run = static_cast<TokenRun*>(attach_shared_area(token_run_area));
     return current_run;
 }
 
@@ -201,8 +200,7 @@ void flush_sequence(Oid sequence_oid)
 
 }  // namespace
 
-const SharedArea token_run_area = {"lease token run", token_run_size, initialize_token_run,
-                                   "lease.synchronous_commit = off flushes every token: too little spare shared memory"};
+const SharedArea token_run_area = {"lease token run", token_run_size, initialize_token_run};
 
 namespace {
 

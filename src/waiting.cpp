@@ -1,6 +1,8 @@
 #include "waiting.hpp"
 
 #include "lease_store.hpp"
+#include "lock_tags.hpp"
+#include "waiter_registry.hpp"
 
 #include <algorithm>
 
@@ -8,11 +10,12 @@ namespace lease {
 
 namespace {
 
-// A lock whose holders to wake when this transaction commits: a name's line
-// (its head) or a session's watchers.
+// Whom to wake when this transaction commits: the head of a name's line
+// (tag, its queue lock) or a session's watchers (session, with tag its watch
+// lock).
 struct PendingWakeup {
     LOCKTAG tag;
-    bool line;
+    int64 session;  // 0 for a line
     SubTransactionId subtransaction;  // the one that asked: its abort takes the wake-up back
 };
 
@@ -73,13 +76,16 @@ void wake_at_commit(XactEvent event, void*)
     }
     if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE)
         client_check_at_commit = false;
+    // After commit nothing may fail, wait or sleep: LockWaiterCount() takes
+    // a lock-partition LWLock, the registry spinlocks; neither allocates.
+    // LockWaiterCount() counts the holders and the queued alike: none, and
+    // nobody is in line (or watches the session), the usual case, which
+    // costs no scan of the registry.
     if (event == XACT_EVENT_COMMIT) {
         for (int i = 0; i < pending_wakeups.count; ++i) {
             const PendingWakeup& wakeup = pending_wakeups.wakeups[i];
-            if (wakeup.line)
-                wake_line_head(&wakeup.tag);
-            else
-                wake_lock_holders(&wakeup.tag);
+            if (LockWaiterCount(&wakeup.tag) > 0)
+                (void) wake_registered_waiters(wakeup.session == 0 ? &wakeup.tag : nullptr, wakeup.session);
         }
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
@@ -128,8 +134,11 @@ bool waiters_queued(const text* name)
 
 namespace {
 
-void wake_at_commit_of(const LOCKTAG* tag, bool line)
+void wake_at_commit_of(const LOCKTAG* tag, int64 session)
 {
+    // The commit wakes waiters through the registry: attach it now, where
+    // an error can still be raised.
+    (void) waiter_registry_ready();
     if (pending_wakeups.count == pending_wakeups.capacity) {
         const int capacity = std::max(8, pending_wakeups.capacity * 2);
         PendingWakeup* wakeups = static_cast<PendingWakeup*>(
@@ -139,52 +148,8 @@ void wake_at_commit_of(const LOCKTAG* tag, bool line)
         pending_wakeups.wakeups = wakeups;
         pending_wakeups.capacity = capacity;
     }
-    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, line, GetCurrentSubTransactionId()};
+    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, session, GetCurrentSubTransactionId()};
 }
-
-// Sets the latch of every backend holding this lock in its current
-// transaction; returns how many. The lock manager names holders by virtual
-// transaction ID, and a backend has none between two of its transactions.
-int wake_holders_in_transactions(const LOCKTAG* tag)
-{
-    // This runs after commit, where an ERROR would be a PANIC. The only error
-    // GetLockConflicts() can raise is running out of memory for its result,
-    // before it takes any lock, so catching it leaves nothing half done; the
-    // waiters then wake at the holder's old expiry instead of now. An ERROR
-    // zeroes the interrupt holdoff counts on its way here (elog.c leaves
-    // restoring them to a handler that needs them): CommitTransaction holds
-    // interrupts around this callback and releases them after it.
-    const MemoryContext caller_context = CurrentMemoryContext;
-    const uint32 interrupt_holdoff = InterruptHoldoffCount;
-    const uint32 cancel_holdoff = QueryCancelHoldoffCount;
-    volatile int woken = 0;
-    PG_TRY();
-    {
-        VirtualTransactionId* const holders = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
-        for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
-            PGPROC* proc = BackendIdGetProc(holder->backendId);
-            if (proc != nullptr) {
-                SetLatch(&proc->procLatch);
-                woken = woken + 1;
-            }
-        }
-        pfree(holders);
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller_context);
-        FlushErrorState();
-        InterruptHoldoffCount = interrupt_holdoff;
-        QueryCancelHoldoffCount = cancel_holdoff;
-        woken = -1;
-    }
-    PG_END_TRY();
-    return woken;
-}
-
-// How long a wake-up waits, at most, for the head of a line that is between
-// two of its transactions.
-constexpr long line_head_patience_us = 1000000;
 
 }  // namespace
 
@@ -192,37 +157,39 @@ void wake_waiters_at_commit(const text* name)
 {
     LOCKTAG tag;
     set_queue_locktag(&tag, name);
-    wake_at_commit_of(&tag, true);
+    wake_at_commit_of(&tag, 0);
 }
 
-void wake_holders_at_commit(const LOCKTAG* tag)
+void wake_session_watchers_at_commit(int64 session)
 {
-    wake_at_commit_of(tag, false);
+    LOCKTAG tag;
+    set_session_watch_locktag(&tag, session);
+    wake_at_commit_of(&tag, session);
 }
 
-void wake_lock_holders(const LOCKTAG* tag)
+void wake_session_watchers_now(int64 session)
 {
-    (void) wake_holders_in_transactions(tag);
+    LOCKTAG tag;
+    set_session_watch_locktag(&tag, session);
+    if (LockWaiterCount(&tag) > 0)
+        (void) wake_registered_waiters(nullptr, session);
 }
 
-void wake_line_head(const LOCKTAG* tag)
+void wake_session_watchers_at_exit(int64 session)
 {
-    // A procedure at the head (CALL lease.acquire_wait) commits after each
-    // check and before it sleeps. Between that commit and its next
-    // transaction it holds its place (a session lock) with no virtual
-    // transaction ID, and the lock manager does not name it: a wake-up then
-    // would be lost, and the head would sleep until the ended grant's
-    // expiry. Its next transaction starts within microseconds, before it
-    // sleeps, so the wake-up waits for it. LockWaiterCount() counts the
-    // holder and the queued alike: none, and nobody is in line.
-    long waited_us = 0;
-    for (long pause_us = 50;; pause_us = std::min<long>(pause_us * 2, 10000)) {
-        if (LockWaiterCount(tag) == 0 || wake_holders_in_transactions(tag) != 0 ||
-            waited_us >= line_head_patience_us)
-            return;
-        pg_usleep(pause_us);
-        waited_us += pause_us;
+    // At exit the registry may be gone (a dynamic shared memory segment is
+    // detached before on_shmem_exit callbacks run): the lock manager names
+    // the watchers, who are inside a transaction while they watch. An ERROR
+    // here (out of memory for the list) becomes FATAL, as any at exit.
+    LOCKTAG tag;
+    set_session_watch_locktag(&tag, session);
+    VirtualTransactionId* const holders = GetLockConflicts(&tag, AccessExclusiveLock, nullptr);
+    for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
+        PGPROC* proc = BackendIdGetProc(holder->backendId);
+        if (proc != nullptr)
+            SetLatch(&proc->procLatch);
     }
+    pfree(holders);
 }
 
 TimestampTz lock_timeout_deadline(TimestampTz start)
