@@ -209,12 +209,13 @@ void check_client_at_commit()
 
 namespace {
 
-// The lock manager's own wait, with lock_timeout's timer set to timeout_ms:
-// false when that ran out. The error is caught in a subtransaction, as
-// PL/pgSQL catches errors; every other error goes on.
+// The lock manager's own wait, with lock_timeout set to timeout_ms: false
+// when that ran out. The error is caught in a subtransaction, as PL/pgSQL
+// catches errors; every other error goes on. lock_timeout is set through the
+// settings API as a function's SET clause sets it (GUC_ACTION_SAVE): the
+// subtransaction's end, committed or rolled back, puts back the caller's.
 bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool keep, int timeout_ms)
 {
-    const int saved_lock_timeout = LockTimeout;
     const MemoryContext caller_context = CurrentMemoryContext;
     const ResourceOwner caller_owner = CurrentResourceOwner;
     volatile bool acquired = false;
@@ -223,9 +224,11 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
     MemoryContextSwitchTo(caller_context);
     PG_TRY();
     {
-        LockTimeout = timeout_ms;
+        char timeout_text[16];
+        snprintf(timeout_text, sizeof(timeout_text), "%d", timeout_ms);
+        (void) set_config_option("lock_timeout", timeout_text, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                 false);
         (void) LockAcquire(tag, mode, session_lock, false);
-        LockTimeout = saved_lock_timeout;
         // A transaction-level lock taken here would pass to the enclosing
         // transaction's resource owner, not the caller's: let go of it here.
         if (!keep)
@@ -237,7 +240,6 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
     }
     PG_CATCH();
     {
-        LockTimeout = saved_lock_timeout;
         MemoryContextSwitchTo(caller_context);
         ErrorData* error = CopyErrorData();
         FlushErrorState();
