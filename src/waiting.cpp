@@ -78,14 +78,20 @@ void wake_at_commit(XactEvent event, void*)
         client_check_at_commit = false;
     // After commit nothing may fail, wait or sleep: LockWaiterCount() takes
     // a lock-partition LWLock, the registry spinlocks; neither allocates.
-    // LockWaiterCount() counts the holders and the queued alike: none, and
-    // nobody is in line (or watches the session), the usual case, which
-    // costs no scan of the registry.
+    // For a line, LockWaiterCount() counts its head (which holds the queue
+    // lock from before its first check to its end) and the queued: none, and
+    // nobody is in line, the usual case of a release, which then costs no
+    // scan of the registry. A session's watchers are looked up in the
+    // registry alone (a keepalive with a ttl or a close is rare): a watcher
+    // records itself there before the check it sleeps on, but takes the
+    // watch lock only after it.
     if (event == XACT_EVENT_COMMIT) {
         for (int i = 0; i < pending_wakeups.count; ++i) {
             const PendingWakeup& wakeup = pending_wakeups.wakeups[i];
-            if (LockWaiterCount(&wakeup.tag) > 0)
-                (void) wake_registered_waiters(wakeup.session == 0 ? &wakeup.tag : nullptr, wakeup.session);
+            if (wakeup.session != 0)
+                (void) wake_registered_waiters(nullptr, wakeup.session);
+            else if (LockWaiterCount(&wakeup.tag) > 0)
+                (void) wake_registered_waiters(&wakeup.tag, 0);
         }
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
@@ -169,10 +175,7 @@ void wake_session_watchers_at_commit(int64 session)
 
 void wake_session_watchers_now(int64 session)
 {
-    LOCKTAG tag;
-    set_session_watch_locktag(&tag, session);
-    if (LockWaiterCount(&tag) > 0)
-        (void) wake_registered_waiters(nullptr, session);
+    (void) wake_registered_waiters(nullptr, session);
 }
 
 void wake_session_watchers_at_exit(int64 session)
