@@ -1,4 +1,5 @@
--- Upgrading 1.0 to 1.1 to 1.2 to 1.3 to 1.4 must give exactly the objects and privileges of a fresh 1.4.
+-- Upgrading 1.0 to 1.1 to 1.2 to 1.3 to 1.4 to 1.5 must give exactly the objects and privileges of a fresh 1.5
+-- (and the triggers on its tables, which are not member objects).
 CREATE TEMP TABLE objects (source text, description text, acl text);
 -- Every member object of the installed extension, with its privileges, options,
 -- columns, view and index definitions and function signatures.
@@ -19,7 +20,11 @@ SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS description,
                   WHERE oid = d.objid AND d.classid = 'pg_namespace'::regclass)) AS acl
 FROM pg_depend AS d
 WHERE d.refclassid = 'pg_extension'::regclass
-  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e';
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lease') AND d.deptype = 'e'
+UNION ALL
+SELECT 'trigger ' || t.tgname || ' on ' || t.tgrelid::regclass, t.tgenabled::text || ' ' || pg_get_triggerdef(t.oid)
+FROM pg_trigger AS t JOIN pg_namespace AS n ON n.oid = (SELECT relnamespace FROM pg_class WHERE oid = t.tgrelid)
+WHERE n.nspname = 'lease' AND NOT t.tgisinternal;
 
 CREATE EXTENSION lease VERSION '1.0';
 SELECT lease.lease_acquire('upgrade-me', 'w1', '1 minute') AS token_before_upgrade;
@@ -30,6 +35,8 @@ SELECT extversion FROM pg_extension WHERE extname = 'lease';
 ALTER EXTENSION lease UPDATE TO '1.3';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
 ALTER EXTENSION lease UPDATE TO '1.4';
+SELECT extversion FROM pg_extension WHERE extname = 'lease';
+ALTER EXTENSION lease UPDATE TO '1.5';
 SELECT extversion FROM pg_extension WHERE extname = 'lease';
 
 INSERT INTO objects SELECT 'updated', description, acl FROM extension_objects;
@@ -68,7 +75,8 @@ UNION ALL
 (SELECT description, acl FROM objects WHERE source = 'fresh'
  EXCEPT SELECT description, acl FROM objects WHERE source = 'updated');
 SELECT description FROM objects WHERE source = 'fresh'
-   AND (description LIKE '%token_epoch%' OR description LIKE '%prune%' OR description LIKE '%set_fence_token%')
+   AND (description LIKE '%token_epoch%' OR description LIKE '%prune%' OR description LIKE '%set_fence_token%'
+        OR description LIKE '%prefix_rules_changed%')
  ORDER BY 1;
 
 DROP EXTENSION lease;

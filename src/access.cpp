@@ -7,9 +7,11 @@ namespace lease {
 namespace {
 
 // The prefix rules, cached per backend until lease.prefix_rules is
-// invalidated: lease.allow and lease.disallow invalidate it, so every backend
-// reloads after they commit. With no rules -- the usual case -- a grant pays
-// nothing for them.
+// invalidated: every statement that changes the table (lease.allow and
+// lease.disallow, and plain INSERT, UPDATE, DELETE, TRUNCATE or COPY: the
+// statement trigger prefix_rules_changed) invalidates it, so every backend
+// reloads after the change commits. With no rules -- the usual case -- a
+// grant pays nothing for them.
 struct CachedRule {
     char* prefix;
     std::size_t length;
@@ -27,8 +29,7 @@ RuleCache rule_cache;
 
 void forget_rules(Datum, Oid relid)
 {
-    if (relid == InvalidOid || relid == rule_cache.relation)
-        rule_cache.valid = false;
+    forget_prefix_rules(relid);
 }
 
 const RuleCache& prefix_rules()
@@ -56,6 +57,25 @@ const RuleCache& prefix_rules()
 }
 
 }  // namespace
+
+void forget_prefix_rules(Oid relid)
+{
+    if (relid == InvalidOid || relid == rule_cache.relation)
+        rule_cache.valid = false;
+}
+
+Datum prefix_rules_changed(FunctionCallInfo fcinfo)
+{
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                        errmsg("lease.prefix_rules_changed() may only be called as a trigger")));
+    const TriggerData* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+    // Transactional: the message goes to every backend when this transaction
+    // commits (and to this one at its next command), and to nobody if it
+    // rolls back.
+    CacheInvalidateRelcacheByRelid(RelationGetRelid(trigger->tg_relation));
+    return PointerGetDatum(nullptr);
+}
 
 bool caller_is_admin()
 {

@@ -26,7 +26,19 @@ void check_prefix_rules(const text* name);
 // The same rule as a question: whether the caller may acquire this name.
 bool caller_may_acquire(const text* name);
 
-// From _PG_init.
+// Forgets the cached prefix rules when relid is lease.prefix_rules (or
+// InvalidOid: every relation): a relcache invalidation callback's work, for
+// the one callback that dispatches them.
+void forget_prefix_rules(Oid relid);
+
+// lease.prefix_rules_changed(): the statement trigger on lease.prefix_rules
+// (AFTER INSERT, UPDATE, DELETE or TRUNCATE, enabled ALWAYS so that
+// replication apply fires it too) that sends a relcache invalidation of the
+// table at commit, so that every backend reloads the rules
+// (docs/operations.md, "Prefix rules written without lease.allow").
+Datum prefix_rules_changed(FunctionCallInfo fcinfo);
+
+// From _PG_init: registers the relcache callback that calls forget_prefix_rules.
 void initialize_access();
 
 }  // namespace lease

@@ -83,25 +83,27 @@ Interval* duration_interval(int64 microseconds)
 
 int64 interval_setting(const char* name, const char* value)
 {
-    // interval_in only parses and allocates, so its error can be caught here
-    // and reported as what it is: a bad setting.
-    const MemoryContext caller_context = CurrentMemoryContext;
-    Interval* volatile interval = nullptr;
-    PG_TRY();
-    {
-        interval = DatumGetIntervalP(DirectFunctionCall3(interval_in, CStringGetDatum(value),
-                                                         ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+    // interval_in's own steps, which report a bad value by their result
+    // rather than by an ERROR (PostgreSQL 15 has no soft input errors): a bad
+    // setting is reported as what it is, and no error is caught.
+    char workbuf[256];
+    char* field[MAXDATEFIELDS];
+    int ftype[MAXDATEFIELDS];
+    int fields = 0;
+    int dtype = 0;
+    struct pg_itm_in parsed = {};
+    int dterr = ParseDateTime(value, workbuf, sizeof(workbuf), field, ftype, MAXDATEFIELDS, &fields);
+    if (dterr == 0)
+        dterr = DecodeInterval(field, ftype, fields, INTERVAL_FULL_RANGE, &dtype, &parsed);
+    if (dterr == DTERR_BAD_FORMAT) {
+        parsed = pg_itm_in{};
+        dterr = DecodeISO8601Interval(pstrdup(value), &dtype, &parsed);
     }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller_context);
-        FlushErrorState();
-    }
-    PG_END_TRY();
-    if (interval == nullptr)
+    Interval interval;
+    if (dterr != 0 || dtype != DTK_DELTA || itmin2interval(&parsed, &interval) != 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("%s must be a non-negative interval, not \"%s\"", name, value)));
-    const std::optional<std::int64_t> microseconds = interval_microseconds(interval->month, interval->day, interval->time);
+    const std::optional<std::int64_t> microseconds = interval_microseconds(interval.month, interval.day, interval.time);
     if (!microseconds || *microseconds < 0)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("%s must be a non-negative interval, not \"%s\"", name, value)));

@@ -366,11 +366,8 @@ Datum session_keepalive(FunctionCallInfo fcinfo)
     lease::require_acting_for_session(state.role, session);
     const bool kept = lease::store_session_keepalive(session, now, ttl_argument != nullptr ? &explicit_expires_at : nullptr);
     // A one-off ttl may bring the session's expiry forward: its leases' first waiters re-read it.
-    if (kept && ttl_argument != nullptr) {
-        LOCKTAG watchers;
-        lease::set_session_watch_locktag(&watchers, session);
-        lease::wake_holders_at_commit(&watchers);
-    }
+    if (kept && ttl_argument != nullptr)
+        lease::wake_session_watchers_at_commit(session);
     PG_RETURN_BOOL(kept);
 }
 
@@ -403,6 +400,8 @@ Datum session_close(FunctionCallInfo fcinfo)
     lease::record_event(lease::Event::session_closed, nullptr, 0, state.owner, session, state.role);
     lease::store_pool_unassign_session(session);
     lease::unbind_session_at_commit(session);
+    // Whoever watches the session (a waiter behind one of its holders) looks again.
+    lease::wake_session_watchers_at_commit(session);
     PG_RETURN_INT32(was_live ? count + holders : 0);
 }
 
@@ -701,6 +700,7 @@ LEASE_WRITING_ENTRY(lease_release, release, "lease.lease_release()")
 LEASE_WRITING_ENTRY(lease_revoke, revoke, "lease.lease_revoke()")
 LEASE_ENTRY(lease_fenced_write, fenced_write)
 LEASE_ENTRY(lease_fence_trigger, lease::fence_trigger)
+LEASE_ENTRY(lease_prefix_rules_changed, lease::prefix_rules_changed)
 LEASE_ENTRY(lease_set_fence_token, set_fence_token)
 LEASE_WRITING_ENTRY(lease_prune, prune, "lease.prune()")
 LEASE_WRITING_ENTRY(lease_prune_history, prune_history, "lease.prune_history()")

@@ -425,6 +425,13 @@ bool wait_in_line(const Want& want, TimestampTz deadline, TimestampTz lock_deadl
                 (void) wait_until_free(&fence, ExclusiveLock, deadline, lock_deadline);
                 continue;
             }
+            // Asleep at the head of blocked_on's line, in the registry, where
+            // whoever ends that grant finds this backend's latch at commit
+            // (also between two transactions of a procedure, when the lock
+            // manager cannot name it). The record is made before the check
+            // that the sleep relies on: when it changed, check once more.
+            if (sleep_in_registry(attempt.blocked_on, attempt.holder_session))
+                continue;
             // Watch the holder's session: a keepalive with a shorter ttl, and
             // a bound session's backend as it exits, wake the session's watchers.
             LOCKTAG watch;

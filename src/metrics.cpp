@@ -42,7 +42,6 @@ struct MetricsArea {
 };
 
 MetricsArea* area = nullptr;
-bool area_unavailable = false;
 DatabaseFigures* mine = nullptr;  // MyDatabaseId's slot, once claimed
 bool no_room_warned = false;
 
@@ -69,7 +68,7 @@ void initialize_area(void* memory)
 MetricsArea* metrics_memory()
 {
     if (area == nullptr)
-        area = static_cast<MetricsArea*>(attach_shared_area(metrics_area, &area_unavailable));
+        area = static_cast<MetricsArea*>(attach_shared_area(metrics_area));
     return area;
 }
 
@@ -153,9 +152,10 @@ void observe(Histogram histogram, int64 microseconds)
 }
 
 // The wait under way in this backend: its clock's lock, held at session
-// level, and when it started (0: none).
+// level, when it started (0: none) and the subtransaction it started in.
 TimestampTz wait_started = 0;
 LOCKTAG wait_clock;
+SubTransactionId wait_subtransaction = InvalidSubTransactionId;
 
 void drop_wait_clock()
 {
@@ -167,23 +167,26 @@ void drop_wait_clock()
 
 // A wait that fails with an error ends with the (sub)transaction it failed
 // in: its clock goes (no allocation, nothing that can fail), its time is not
-// observed.
+// observed. The subtransactions the wait itself begins and rolls back (a
+// lock wait that runs out, in waiting.cpp) have greater IDs than the one it
+// started in, and leave it running; so does one after the commits of a
+// procedure's wait (IDs start again at each transaction, and the wait began
+// at the top, 1).
 void wait_clock_at_abort(XactEvent event, void*)
 {
     if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
         drop_wait_clock();
 }
 
-void wait_clock_at_subabort(SubXactEvent event, SubTransactionId, SubTransactionId, void*)
+void wait_clock_at_subabort(SubXactEvent event, SubTransactionId aborted, SubTransactionId, void*)
 {
-    if (event == SUBXACT_EVENT_ABORT_SUB)
+    if (event == SUBXACT_EVENT_ABORT_SUB && wait_started != 0 && wait_subtransaction >= aborted)
         drop_wait_clock();
 }
 
 }  // namespace
 
-const SharedArea metrics_area = {"lease metrics", area_size, initialize_area,
-                                 "lease.metrics cannot count expiries, waits and holds: too little spare shared memory"};
+const SharedArea metrics_area = {"lease metrics", area_size, initialize_area};
 
 void count_expiry()
 {
@@ -215,6 +218,7 @@ void metrics_wait_begins()
     // Share: two waits that start in the same microsecond share the key.
     (void) LockAcquire(&wait_clock, ShareLock, true, false);
     wait_started = start;
+    wait_subtransaction = GetCurrentSubTransactionId();
 }
 
 void metrics_wait_ends()

@@ -38,23 +38,31 @@ void let_go(int index)
 // that the sessions are dead when the waiters look), wake whoever watches them.
 void wake_watchers_at_exit(int, Datum)
 {
-    for (int i = 0; i < bound.count; ++i) {
-        LOCKTAG tag;
-        set_session_watch_locktag(&tag, bound.sessions[i].session);
-        wake_lock_holders(&tag);
-    }
+    for (int i = 0; i < bound.count; ++i)
+        wake_session_watchers_at_exit(bound.sessions[i].session);
 }
 
 void settle_at_transaction_end(XactEvent event, void*)
 {
+    // A binding or an unbinding is settled when this backend commits, which
+    // COMMIT PREPARED does not do: the session lock is this backend's, not
+    // the prepared transaction's (docs/reference.md, "Prepared transactions").
+    if (event == XACT_EVENT_PRE_PREPARE)
+        for (int i = 0; i < bound.count; ++i)
+            if (bound.sessions[i].subtransaction != InvalidSubTransactionId || bound.sessions[i].unbind_at_commit)
+                ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                                errmsg("cannot PREPARE a transaction that has bound a session to its connection or "
+                                       "closed a bound session"),
+                                errdetail("A session is bound to the backend that opened it, which COMMIT PREPARED "
+                                          "may not be."),
+                                errhint("Open and close bound sessions in transactions that are not prepared.")));
     if (event == XACT_EVENT_COMMIT) {
         for (int i = bound.count - 1; i >= 0; --i) {
             bound.sessions[i].subtransaction = InvalidSubTransactionId;
             if (bound.sessions[i].unbind_at_commit) {
-                LOCKTAG tag;
-                set_session_watch_locktag(&tag, bound.sessions[i].session);
+                const int64 session = bound.sessions[i].session;
                 let_go(i);
-                wake_lock_holders(&tag);
+                wake_session_watchers_now(session);
             }
         }
     } else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {

@@ -167,15 +167,14 @@ void remember_run_marked(TokenRun* run, uint64 key)
     }
 }
 
-bool token_run_unavailable = false;
 TokenRun* current_run = nullptr;
 
-// This run, or nullptr (asynchronous grants then flush their tokens, as
-// synchronous ones do).
+// This run (attached on first use; an ERROR when there is no shared memory
+// for it).
 TokenRun* token_run()
 {
     if (current_run == nullptr)
-        current_run = static_cast<TokenRun*>(attach_shared_area(token_run_area, &token_run_unavailable));
+        current_run = static_cast<TokenRun*>(attach_shared_area(token_run_area));
     return current_run;
 }
 
@@ -201,8 +200,7 @@ void flush_sequence(Oid sequence_oid)
 
 }  // namespace
 
-const SharedArea token_run_area = {"lease token run", token_run_size, initialize_token_run,
-                                   "lease.synchronous_commit = off flushes every token: too little spare shared memory"};
+const SharedArea token_run_area = {"lease token run", token_run_size, initialize_token_run};
 
 namespace {
 
@@ -224,6 +222,18 @@ bool synchronous_commit_lowered = false;
 // transaction that SET one: about 9,300 instructions an acquire + release
 // pair, docs/performance.md) is not paid. Nothing runs between pre-commit and the
 // commit record that could read or SET the setting.
+//
+// This is the one setting the extension writes as a C variable rather than
+// through set_config_option(), and it is kept so on purpose (docs/operations.md,
+// "Asynchronous grants"): a SET LOCAL here would be sound too, but would cost
+// every asynchronous grant the GUC stack and AtEOXact_GUC's walk, which is
+// what the setting exists to save. What the settings API would add is
+// nothing this commit needs: the only reader is RecordTransactionCommit (and
+// SyncRepRequested(), which reads the same variable: off waits for no
+// standby, so synchronous_commit's assign hook, which sets the standby wait
+// mode, matters not); no SHOW or SET can run in between; and every end of the
+// transaction -- COMMIT, ABORT (a commit that fails after pre-commit), PREPARE
+// -- puts the value back below.
 void commit_asynchronously_at_transaction_end(XactEvent event, void*)
 {
     // Like synchronous_commit, the setting counts as it is at commit: a SET

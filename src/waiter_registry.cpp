@@ -1,6 +1,7 @@
 #include "waiter_registry.hpp"
 
 #include "core.hpp"
+#include "lock_tags.hpp"
 #include "shared_memory.hpp"
 
 namespace lease {
@@ -19,6 +20,13 @@ struct WaiterSlot {
     char mode[12];
     TimestampTz since;
     uint64 ticket;  // arrival order
+    // Whom a release wakes (wake_registered_waiters): the backend's PGPROC,
+    // and while it sleeps at the head of a line, that line's queue lock and
+    // the session it watches (0: none).
+    int pgprocno;
+    bool asleep;
+    LOCKTAG line;
+    int64 watched_session;
     uint16 name_length;
     uint16 owner_length;
     char name[max_identifier_bytes];
@@ -32,7 +40,6 @@ struct WaiterRegistry {
 };
 
 WaiterRegistry* registry = nullptr;
-bool registry_unavailable = false;
 bool exit_callback_registered = false;
 
 Size registry_size()
@@ -51,12 +58,12 @@ void initialize_registry(void* memory)
     }
 }
 
-// The table, attached on first use. Without room for it, waits go
-// unrecorded (lease.waiters says nothing about them) rather than failing.
+// The table, attached on first use (an ERROR when there is no shared memory
+// for it: a wait that nobody could wake must not begin).
 WaiterRegistry* waiter_registry()
 {
     if (registry == nullptr)
-        registry = static_cast<WaiterRegistry*>(attach_shared_area(waiter_registry_area, &registry_unavailable));
+        registry = static_cast<WaiterRegistry*>(attach_shared_area(waiter_registry_area));
     return registry;
 }
 
@@ -80,8 +87,7 @@ struct WaiterRow {
 
 }  // namespace
 
-const SharedArea waiter_registry_area = {registry_name, registry_size, initialize_registry,
-                                         "lease.waiters cannot list waiters: too little spare shared memory"};
+const SharedArea waiter_registry_area = {registry_name, registry_size, initialize_registry};
 
 void enter_waiter_registry(const text* name, const text* owner, const char* mode)
 {
@@ -101,6 +107,9 @@ void enter_waiter_registry(const text* name, const text* owner, const char* mode
     strlcpy(slot->mode, mode, sizeof(slot->mode));
     slot->since = GetCurrentTimestamp();
     slot->ticket = ticket;
+    slot->pgprocno = MyProc->pgprocno;
+    slot->asleep = false;
+    slot->watched_session = 0;
     slot->name_length = static_cast<uint16>(VARSIZE_ANY_EXHDR(name));
     memcpy(slot->name, VARDATA_ANY(name), slot->name_length);
     slot->owner_length = static_cast<uint16>(VARSIZE_ANY_EXHDR(owner));
@@ -115,7 +124,51 @@ void leave_waiter_registry()
     WaiterSlot* slot = &registry->slots[MyBackendId];
     SpinLockAcquire(&slot->mutex);
     slot->waiting = false;
+    slot->asleep = false;
     SpinLockRelease(&slot->mutex);
+}
+
+bool waiter_registry_ready()
+{
+    return waiter_registry() != nullptr;
+}
+
+bool sleep_in_registry(const text* blocked_on, int64 watched_session)
+{
+    WaiterSlot* slot = my_slot();
+    if (slot == nullptr)
+        return false;
+    LOCKTAG line;
+    set_queue_locktag(&line, blocked_on);
+    SpinLockAcquire(&slot->mutex);
+    const bool moved = !slot->asleep || memcmp(&slot->line, &line, sizeof(LOCKTAG)) != 0 ||
+                       slot->watched_session != watched_session;
+    slot->asleep = true;
+    slot->line = line;
+    slot->watched_session = watched_session;
+    SpinLockRelease(&slot->mutex);
+    return moved;
+}
+
+int wake_registered_waiters(const LOCKTAG* line, int64 session)
+{
+    if (registry == nullptr)
+        return -1;
+    int woken = 0;
+    for (int i = 0; i < registry->slot_count; ++i) {
+        WaiterSlot* slot = &registry->slots[i];
+        SpinLockAcquire(&slot->mutex);
+        const bool wake = slot->waiting && slot->asleep && slot->database == MyDatabaseId &&
+                          (line != nullptr ? memcmp(&slot->line, line, sizeof(LOCKTAG)) == 0
+                                           : slot->watched_session == session);
+        const int pgprocno = slot->pgprocno;
+        SpinLockRelease(&slot->mutex);
+        if (wake) {
+            SetLatch(&ProcGlobal->allProcs[pgprocno].procLatch);
+            ++woken;
+        }
+    }
+    return woken;
 }
 
 Datum waiter_registry_rows(FunctionCallInfo fcinfo)

@@ -1,6 +1,8 @@
 #include "waiting.hpp"
 
 #include "lease_store.hpp"
+#include "lock_tags.hpp"
+#include "waiter_registry.hpp"
 
 #include <algorithm>
 
@@ -8,11 +10,13 @@ namespace lease {
 
 namespace {
 
-// A lock whose holders to wake when this transaction commits: a name's line
-// (its head) or a session's watchers.
+// Whom to wake when this transaction commits: the head of a name's line
+// (tag, its queue lock) or a session's watchers (session, with tag its watch
+// lock).
 struct PendingWakeup {
     LOCKTAG tag;
-    bool line;
+    int64 session;  // 0 for a line
+    SubTransactionId subtransaction;  // the one that asked: its abort takes the wake-up back
 };
 
 // The wake-ups of this transaction, in TopTransactionContext.
@@ -53,6 +57,18 @@ void end_if_client_gone(const char* detail)
 
 void wake_at_commit(XactEvent event, void*)
 {
+    // The wake-ups happen when this backend commits; COMMIT PREPARED commits
+    // in another one, which knows nothing of them, and the waiters would
+    // sleep through their whole wait. Refused as PostgreSQL refuses to
+    // prepare a transaction that ran NOTIFY (docs/reference.md, "Prepared
+    // transactions").
+    if (event == XACT_EVENT_PRE_PREPARE && pending_wakeups.count > 0)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("cannot PREPARE a transaction that has released, revoked or shortened a lease or "
+                               "a session"),
+                        errdetail("Its waiters are woken when it commits in this backend, which COMMIT PREPARED "
+                                  "does not do."),
+                        errhint("End or shorten leases and sessions in a transaction that is not prepared.")));
     if (event == XACT_EVENT_PRE_COMMIT && client_check_at_commit) {
         client_check_at_commit = false;
         end_if_client_gone("The client of a backend granted a lease after a wait went away before the grant "
@@ -60,18 +76,41 @@ void wake_at_commit(XactEvent event, void*)
     }
     if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT && event != XACT_EVENT_PRE_PREPARE)
         client_check_at_commit = false;
+    // After commit nothing may fail, wait or sleep: LockWaiterCount() takes
+    // a lock-partition LWLock, the registry spinlocks; neither allocates.
+    // For a line, LockWaiterCount() counts its head (which holds the queue
+    // lock from before its first check to its end) and the queued: none, and
+    // nobody is in line, the usual case of a release, which then costs no
+    // scan of the registry. A session's watchers are looked up in the
+    // registry alone (a keepalive with a ttl or a close is rare): a watcher
+    // records itself there before the check it sleeps on, but takes the
+    // watch lock only after it.
     if (event == XACT_EVENT_COMMIT) {
         for (int i = 0; i < pending_wakeups.count; ++i) {
             const PendingWakeup& wakeup = pending_wakeups.wakeups[i];
-            if (wakeup.line)
-                wake_line_head(&wakeup.tag);
-            else
-                wake_lock_holders(&wakeup.tag);
+            if (wakeup.session != 0)
+                (void) wake_registered_waiters(nullptr, wakeup.session);
+            else if (LockWaiterCount(&wakeup.tag) > 0)
+                (void) wake_registered_waiters(&wakeup.tag, 0);
         }
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE ||
         event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
         pending_wakeups = PendingWakeups{0, 0, nullptr};
+}
+
+// A subtransaction that rolls back takes back the wake-ups it (or a
+// subtransaction nested in it: their IDs are greater) asked for, with the
+// change they were for.
+void forget_wakeups_at_subtransaction_abort(SubXactEvent event, SubTransactionId aborted, SubTransactionId, void*)
+{
+    if (event != SUBXACT_EVENT_ABORT_SUB)
+        return;
+    int kept = 0;
+    for (int i = 0; i < pending_wakeups.count; ++i)
+        if (pending_wakeups.wakeups[i].subtransaction < aborted)
+            pending_wakeups.wakeups[kept++] = pending_wakeups.wakeups[i];
+    pending_wakeups.count = kept;
 }
 
 [[noreturn]] void report_lock_timeout()
@@ -101,8 +140,11 @@ bool waiters_queued(const text* name)
 
 namespace {
 
-void wake_at_commit_of(const LOCKTAG* tag, bool line)
+void wake_at_commit_of(const LOCKTAG* tag, int64 session)
 {
+    // The commit wakes waiters through the registry: attach it now, where
+    // an error can still be raised.
+    (void) waiter_registry_ready();
     if (pending_wakeups.count == pending_wakeups.capacity) {
         const int capacity = std::max(8, pending_wakeups.capacity * 2);
         PendingWakeup* wakeups = static_cast<PendingWakeup*>(
@@ -112,52 +154,8 @@ void wake_at_commit_of(const LOCKTAG* tag, bool line)
         pending_wakeups.wakeups = wakeups;
         pending_wakeups.capacity = capacity;
     }
-    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, line};
+    pending_wakeups.wakeups[pending_wakeups.count++] = PendingWakeup{*tag, session, GetCurrentSubTransactionId()};
 }
-
-// Sets the latch of every backend holding this lock in its current
-// transaction; returns how many. The lock manager names holders by virtual
-// transaction ID, and a backend has none between two of its transactions.
-int wake_holders_in_transactions(const LOCKTAG* tag)
-{
-    // This runs after commit, where an ERROR would be a PANIC. The only error
-    // GetLockConflicts() can raise is running out of memory for its result,
-    // before it takes any lock, so catching it leaves nothing half done; the
-    // waiters then wake at the holder's old expiry instead of now. An ERROR
-    // zeroes the interrupt holdoff counts on its way here (elog.c leaves
-    // restoring them to a handler that needs them): CommitTransaction holds
-    // interrupts around this callback and releases them after it.
-    const MemoryContext caller_context = CurrentMemoryContext;
-    const uint32 interrupt_holdoff = InterruptHoldoffCount;
-    const uint32 cancel_holdoff = QueryCancelHoldoffCount;
-    volatile int woken = 0;
-    PG_TRY();
-    {
-        VirtualTransactionId* const holders = GetLockConflicts(tag, AccessExclusiveLock, nullptr);
-        for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
-            PGPROC* proc = BackendIdGetProc(holder->backendId);
-            if (proc != nullptr) {
-                SetLatch(&proc->procLatch);
-                woken = woken + 1;
-            }
-        }
-        pfree(holders);
-    }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller_context);
-        FlushErrorState();
-        InterruptHoldoffCount = interrupt_holdoff;
-        QueryCancelHoldoffCount = cancel_holdoff;
-        woken = -1;
-    }
-    PG_END_TRY();
-    return woken;
-}
-
-// How long a wake-up waits, at most, for the head of a line that is between
-// two of its transactions.
-constexpr long line_head_patience_us = 1000000;
 
 }  // namespace
 
@@ -165,37 +163,36 @@ void wake_waiters_at_commit(const text* name)
 {
     LOCKTAG tag;
     set_queue_locktag(&tag, name);
-    wake_at_commit_of(&tag, true);
+    wake_at_commit_of(&tag, 0);
 }
 
-void wake_holders_at_commit(const LOCKTAG* tag)
+void wake_session_watchers_at_commit(int64 session)
 {
-    wake_at_commit_of(tag, false);
+    LOCKTAG tag;
+    set_session_watch_locktag(&tag, session);
+    wake_at_commit_of(&tag, session);
 }
 
-void wake_lock_holders(const LOCKTAG* tag)
+void wake_session_watchers_now(int64 session)
 {
-    (void) wake_holders_in_transactions(tag);
+    (void) wake_registered_waiters(nullptr, session);
 }
 
-void wake_line_head(const LOCKTAG* tag)
+void wake_session_watchers_at_exit(int64 session)
 {
-    // A procedure at the head (CALL lease.acquire_wait) commits after each
-    // check and before it sleeps. Between that commit and its next
-    // transaction it holds its place (a session lock) with no virtual
-    // transaction ID, and the lock manager does not name it: a wake-up then
-    // would be lost, and the head would sleep until the ended grant's
-    // expiry. Its next transaction starts within microseconds, before it
-    // sleeps, so the wake-up waits for it. LockWaiterCount() counts the
-    // holder and the queued alike: none, and nobody is in line.
-    long waited_us = 0;
-    for (long pause_us = 50;; pause_us = std::min<long>(pause_us * 2, 10000)) {
-        if (LockWaiterCount(tag) == 0 || wake_holders_in_transactions(tag) != 0 ||
-            waited_us >= line_head_patience_us)
-            return;
-        pg_usleep(pause_us);
-        waited_us += pause_us;
+    // At exit the registry may be gone (a dynamic shared memory segment is
+    // detached before on_shmem_exit callbacks run): the lock manager names
+    // the watchers, who are inside a transaction while they watch. An ERROR
+    // here (out of memory for the list) becomes FATAL, as any at exit.
+    LOCKTAG tag;
+    set_session_watch_locktag(&tag, session);
+    VirtualTransactionId* const holders = GetLockConflicts(&tag, AccessExclusiveLock, nullptr);
+    for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
+        PGPROC* proc = BackendIdGetProc(holder->backendId);
+        if (proc != nullptr)
+            SetLatch(&proc->procLatch);
     }
+    pfree(holders);
 }
 
 TimestampTz lock_timeout_deadline(TimestampTz start)
@@ -215,12 +212,13 @@ void check_client_at_commit()
 
 namespace {
 
-// The lock manager's own wait, with lock_timeout's timer set to timeout_ms:
-// false when that ran out. The error is caught in a subtransaction, as
-// PL/pgSQL catches errors; every other error goes on.
+// The lock manager's own wait, with lock_timeout set to timeout_ms: false
+// when that ran out. The error is caught in a subtransaction, as PL/pgSQL
+// catches errors; every other error goes on. lock_timeout is set through the
+// settings API as a function's SET clause sets it (GUC_ACTION_SAVE): the
+// subtransaction's end, committed or rolled back, puts back the caller's.
 bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool keep, int timeout_ms)
 {
-    const int saved_lock_timeout = LockTimeout;
     const MemoryContext caller_context = CurrentMemoryContext;
     const ResourceOwner caller_owner = CurrentResourceOwner;
     volatile bool acquired = false;
@@ -229,9 +227,11 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
     MemoryContextSwitchTo(caller_context);
     PG_TRY();
     {
-        LockTimeout = timeout_ms;
+        char timeout_text[16];
+        snprintf(timeout_text, sizeof(timeout_text), "%d", timeout_ms);
+        (void) set_config_option("lock_timeout", timeout_text, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                 false);
         (void) LockAcquire(tag, mode, session_lock, false);
-        LockTimeout = saved_lock_timeout;
         // A transaction-level lock taken here would pass to the enclosing
         // transaction's resource owner, not the caller's: let go of it here.
         if (!keep)
@@ -243,7 +243,6 @@ bool wait_for_lock(const LOCKTAG* tag, LOCKMODE mode, bool session_lock, bool ke
     }
     PG_CATCH();
     {
-        LockTimeout = saved_lock_timeout;
         MemoryContextSwitchTo(caller_context);
         ErrorData* error = CopyErrorData();
         FlushErrorState();
@@ -311,6 +310,7 @@ void sleep_until(TimestampTz wake_at, TimestampTz lock_deadline)
 void initialize_waiting()
 {
     RegisterXactCallback(wake_at_commit, nullptr);
+    RegisterSubXactCallback(forget_wakeups_at_subtransaction_abort, nullptr);
 }
 
 }  // namespace lease

@@ -2,8 +2,9 @@
 // lease"). Waiters line up in arrival order on a heavyweight lock per name;
 // the one at the head sleeps on its latch until the lease is released,
 // revoked, its session ends, or its expiry passes. Whoever ends a grant wakes
-// the head when its transaction commits: the lock manager tells who holds the
-// head's lock, so this needs no shared memory of our own.
+// the head when its transaction commits: the waiter registry
+// (waiter_registry.hpp) names the head and its latch, even while the head, a
+// procedure, is between two of its transactions.
 #pragma once
 
 #include "postgres_headers.hpp"
@@ -16,16 +17,15 @@ bool waiters_queued(const text* name);
 // Wakes the head of this name's line when the current transaction commits.
 void wake_waiters_at_commit(const text* name);
 
-// Wakes every backend holding this lock when the current transaction commits.
-void wake_holders_at_commit(const LOCKTAG* tag);
+// Wakes the waiters watching this session when the current transaction commits.
+void wake_session_watchers_at_commit(int64 session);
 
-// Sets the latch of every backend holding this lock, at once.
-void wake_lock_holders(const LOCKTAG* tag);
+// Wakes the waiters watching this session at once: nothing that can fail,
+// wait or allocate (a commit callback's).
+void wake_session_watchers_now(int64 session);
 
-// Sets the latch of the head of the line whose lock this is, at once; when
-// the head is between two of its transactions, as soon as the next starts
-// (waiting up to a second for it).
-void wake_line_head(const LOCKTAG* tag);
+// The same from an on_shmem_exit callback, where the registry may be detached.
+void wake_session_watchers_at_exit(int64 session);
 
 // Takes a session-level lock, waiting no later than deadline: false when
 // the deadline came first. lock_deadline, when set, is where lock_timeout

@@ -558,6 +558,14 @@ report $? "every histogram's buckets are cumulative, +Inf its count" "$diag"
 [ ${#went_down[@]} -eq 0 ]
 report $? "no counter or bucket went down in any scrape of the run" "$(printf '%s\n' "${went_down[@]}")"
 
+# Without preloading, the extension's shared areas (metrics, waiter registry,
+# token run) are in a dynamic shared memory segment: of the main shared memory,
+# whose spare part the lock tables grow into, it takes only the 16-byte entry
+# naming the segment (docs/operations.md, "Shared memory").
+shmem=$(sql -c "SELECT coalesce(string_agg(name || ' ' || size, ', ' ORDER BY name), 'none') FROM pg_shmem_allocations WHERE name LIKE 'lease%'")
+[ "$shmem" = "lease shared areas, layout 2 16" ]
+report $? "not preloaded: the main shared memory holds only the 16-byte entry naming the segment" "$shmem"
+
 # --- a server restart, then with shared_preload_libraries ----------------------------------
 # lease.stats' counters are sequences and come back where they were; the
 # expiries and the histograms live in shared memory and start again from 0

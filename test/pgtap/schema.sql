@@ -1,7 +1,7 @@
 -- test/pgtap/schema.sql: the objects CREATE EXTENSION lease creates (docs/reference.md).
 BEGIN;
 CREATE EXTENSION lease;
-SELECT plan(141);
+SELECT plan(143);
 
 -- Schema and the complete list of objects in it: nothing missing, nothing extra.
 SELECT has_schema('lease');
@@ -21,8 +21,9 @@ SELECT functions_are('lease',
           'idempotency_complete', 'idempotency_fail', 'idempotency_heartbeat', 'prune_idempotency',
           'pool_put', 'pool_remove', 'claim', 'surplus', 'checkpoint', 'listen_events', 'semaphore_acquire',
           'lease_acquire_shared', 'lease_acquire_all', 'lease_set_value', 'leader', 'session_acquire_shared',
-          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'held_count', 'events_horizon'],
-    'lease holds exactly the forty documented functions and procedures');
+          'session_semaphore_acquire', 'session_acquire_all', 'waiting', 'metric_figures', 'held_count', 'events_horizon',
+          'prefix_rules_changed'],
+    'lease holds exactly the forty-one documented functions and procedures');
 
 -- lease.leases
 SELECT columns_are('lease', 'leases',
@@ -50,6 +51,13 @@ SELECT columns_are('lease', 'sessions',
 SELECT col_is_pk('lease', 'sessions', 'id', 'the primary key of sessions is (id)');
 SELECT columns_are('lease', 'history', ARRAY['at', 'event', 'name', 'token', 'owner', 'session', 'role', 'xid', 'ordinal']);
 SELECT columns_are('lease', 'prefix_rules', ARRAY['prefix', 'role']);
+-- Every change of the rules binds live backends (docs/operations.md, "Prefix
+-- rules written without lease.allow"), replication apply's too.
+SELECT triggers_are('lease', 'prefix_rules', ARRAY['prefix_rules_changed'],
+    'prefix_rules has exactly one trigger, prefix_rules_changed');
+SELECT is((SELECT tgenabled::text FROM pg_trigger
+            WHERE tgrelid = 'lease.prefix_rules'::regclass AND tgname = 'prefix_rules_changed'), 'A',
+    'prefix_rules_changed is enabled ALWAYS (it fires under session_replication_role = replica)');
 SELECT columns_are('lease', 'stats',
     ARRAY['grants', 'denials', 'waits', 'takeovers', 'releases', 'revokes', 'fence_rejections']);
 -- What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md).
@@ -129,8 +137,8 @@ SELECT has_function('lease', 'fenced_write', ARRAY['text', 'bigint']);
 SELECT has_function('lease', 'fence_trigger', ARRAY[]::text[]);
 SELECT has_function('lease', 'set_fence_token', ARRAY['bigint']);
 SELECT has_function('lease', 'prune', ARRAY['interval']);
-SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 40,
-    'no overloads: exactly forty functions and procedures in schema lease');
+SELECT is((SELECT count(*)::int FROM pg_proc WHERE pronamespace = 'lease'::regnamespace), 41,
+    'no overloads: exactly forty-one functions and procedures in schema lease');
 SELECT is(pg_get_function_result('lease.claim(text,bigint,integer)'::regprocedure),
     'TABLE(name text, token bigint, state jsonb)', 'claim(pool, session, max DEFAULT NULL) returns (name, token, state)');
 SELECT function_returns('lease', 'pool_put', ARRAY['text', 'text', 'jsonb'], 'void');
@@ -251,9 +259,9 @@ SELECT has_extension('lease');
 SELECT is(extrelocatable, false, 'lease is not relocatable') FROM pg_extension WHERE extname = 'lease';
 SELECT is(extnamespace::regnamespace::text, 'lease', 'the extension lives in schema lease')
   FROM pg_extension WHERE extname = 'lease';
-SELECT is(extversion, '1.4', 'the installed version is 1.4') FROM pg_extension WHERE extname = 'lease';
+SELECT is(extversion, '1.5', 'the installed version is 1.5') FROM pg_extension WHERE extname = 'lease';
 SELECT is(trusted, false, 'lease is not a trusted extension (only superusers install it)')
-  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.4';
+  FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.5';
 
 -- pg_dump keeps lease state with the data, so a restored database never reissues a token.
 SELECT ok('lease.leases'::regclass = ANY (extconfig),
