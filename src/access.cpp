@@ -27,11 +27,6 @@ struct RuleCache {
 
 RuleCache rule_cache;
 
-void forget_rules(Datum, Oid relid)
-{
-    forget_prefix_rules(relid);
-}
-
 const RuleCache& prefix_rules()
 {
     while (!rule_cache.valid) {
@@ -170,11 +165,6 @@ void check_prefix_rules(const text* name)
                               "role \"%s\" is not a member of any of them.",
                               static_cast<int>(verdict.prefix_length), VARDATA_ANY(name),
                               GetUserNameFromId(GetUserId(), false))));
-}
-
-void initialize_access()
-{
-    CacheRegisterRelcacheCallback(forget_rules, static_cast<Datum>(0));
 }
 
 }  // namespace lease

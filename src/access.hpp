@@ -38,7 +38,4 @@ void forget_prefix_rules(Oid relid);
 // (docs/operations.md, "Prefix rules written without lease.allow").
 Datum prefix_rules_changed(FunctionCallInfo fcinfo);
 
-// From _PG_init: registers the relcache callback that calls forget_prefix_rules.
-void initialize_access();
-
 }  // namespace lease

@@ -738,7 +738,6 @@ void _PG_init(void)
 {
     lease::initialize_fence();
     lease::initialize_lease_store();
-    lease::initialize_access();
     lease::initialize_waiting();
     lease::initialize_sessions();
     lease::initialize_events();

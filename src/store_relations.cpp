@@ -1,5 +1,7 @@
 #include "store_relations.hpp"
 
+#include "access.hpp"
+
 namespace lease {
 
 namespace {
@@ -28,6 +30,7 @@ void forget_relation(Datum, Oid relid)
         known_relations = LeaseRelations{};
     forget_write_targets(relid);
     forget_remembered_lease_version(relid);
+    forget_prefix_rules(relid);
 }
 
 int direct_writes_slot(Relation_ which)

@@ -65,11 +65,11 @@ void record_holders_by_name(Oid index);
 // looked up once per invalidation of the relations.
 bool history_has_positions();
 
-// What the relation cache callback (register_relation_cache_callback, from
-// initialize_lease_store) makes each cache of the store forget of relid, a
-// table or an index (InvalidOid: everything): the direct writer's executor
-// state (row_writer.cpp) and the lease row version remembered
-// (lease_rows.cpp).
+// What the library's one relation cache callback (register_relation_cache_callback,
+// from initialize_lease_store) makes each cache forget of relid, a table or an
+// index (InvalidOid: everything): the relations above, the direct writer's
+// executor state (row_writer.cpp), the lease row version remembered
+// (lease_rows.cpp) and the prefix rules (access.cpp, forget_prefix_rules).
 void register_relation_cache_callback();
 void forget_write_targets(Oid relid);
 void forget_remembered_lease_version(Oid relid);
