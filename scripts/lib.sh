@@ -98,11 +98,16 @@ cluster_destroy() {
 }
 
 # cluster_destroy_dir DIR: stops and removes the cluster in DIR (for a script
-# that runs a second cluster besides the one of cluster_start).
+# that runs a second cluster besides the one of cluster_start). With
+# LEASE_KEEP_SERVER_LOGS set to a directory, its server log is kept there
+# first (test/cassert/run.sh scans every log of the suites it runs).
 cluster_destroy_dir() {
     local dir=$1
     [ -n "$dir" ] || return 0
     as_server_user "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+    if [ -n "${LEASE_KEEP_SERVER_LOGS:-}" ] && [ -f "$dir/server.log" ]; then
+        cp "$dir/server.log" "$LEASE_KEEP_SERVER_LOGS/${dir##*/}.log"
+    fi
     rm -rf "$dir"
 }
 

@@ -119,6 +119,10 @@ fi
 # mode, %rcx dontWait) in ExclusiveLock (7), not waiting, of a tag whose 16-bit
 # field at offset 12 is the fence lock kind 0x4C46 ("LF"): the extension's
 # other tries (the queue lock in ShareLock, say) do not match.
+# The breakpoint is at LockAcquire's first instruction, where those registers
+# still hold the arguments: on a server with debug information (the
+# assert-enabled one of test/cassert), "break LockAcquire" would stop after
+# the prologue, at more than one location ("Breakpoint 1.1").
 # Skipped, and not counted, where gdb cannot attach (no gdb, no ptrace, not
 # x86-64); a breakpoint that never hits is a failure.
 clock_probe() {
@@ -136,7 +140,7 @@ clock_probe() {
         sleep 0.1
     done
     timeout 60 gdb -p "$taker_pid" -batch \
-        -ex 'break LockAcquire if $rcx == 1 && $rsi == 7 && *(unsigned short *)($rdi + 12) == 0x4C46' -ex 'continue' \
+        -ex 'break *LockAcquire if $rcx == 1 && $rsi == 7 && *(unsigned short *)($rdi + 12) == 0x4C46' -ex 'continue' \
         -ex "shell psql -X -A -t -c \"SELECT lease.lease_release('probe:clock', $holder)\" -c \"SELECT expires_at FROM lease.leases WHERE name = 'probe:clock'\" >'$WORK/released.out' 2>&1" \
         -ex 'detach' >"$WORK/gdb.log" 2>&1 &
     local gdb_pid=$!
