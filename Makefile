@@ -20,9 +20,11 @@ PG_CONFIG ?= pg_config
 # Warnings are errors in our own test and CI builds (scripts/test exports
 # WERROR=-Werror), not in a user's build with another compiler.
 WERROR ?=
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra $(WERROR)
 # No C++ exception may unwind into PostgreSQL, and the module throws none: the
-# compiler enforces it (src/boundary.hpp).
-PG_CXXFLAGS = -std=c++17 -fno-exceptions -Wall -Wextra $(WERROR)
+# compiler enforces it (src/boundary.hpp), whatever flags a build passes
+# (test/sanitize sets PG_CXXFLAGS of its own).
+override PG_CXXFLAGS += -fno-exceptions
 # PostgreSQL's headers are not ours to keep -Wextra clean: include them as system headers.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 SHLIB_LINK += -lstdc++
