@@ -239,6 +239,11 @@ WriteTarget* begin_write(Relation table, bool find_latest)
     result->ri_IndexRelationDescs = target->open_indexes;
     result->ri_IndexRelationInfo = target->index_infos;
     EState* const estate = target->estate;
+    // Everything a call sets is set again here: a call that raised an error
+    // never reached end_write, and what it left points into memory its
+    // (sub)transaction's abort freed (an update's columns, read by
+    // ExecConstraints' error report of the next insert).
+    exec_rt_fetch(1, estate)->updatedCols = nullptr;
     estate->es_relations[0] = table;
     estate->es_output_cid = GetCurrentCommandId(true);
     if (find_latest)
