@@ -206,15 +206,19 @@ DECLARE
     x bigint := row_xmax::text::bigint;
     cur bigint;
     full_xid bigint;
+    diff bigint;
 BEGIN
     IF x OPERATOR(pg_catalog.=) 0 THEN
         RETURN false;
     END IF;
+    -- The full (64-bit) xid nearest to the snapshot's xmax with these low 32
+    -- bits: the updater started at most 2^31 transactions from it.
     cur := pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint;
-    full_xid := ((cur OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) x;
-    IF full_xid OPERATOR(pg_catalog.>) cur THEN
-        full_xid := full_xid OPERATOR(pg_catalog.-) 4294967296;
+    diff := (x OPERATOR(pg_catalog.-) (cur OPERATOR(pg_catalog.&) 4294967295)) OPERATOR(pg_catalog.&) 4294967295;
+    IF diff OPERATOR(pg_catalog.>=) 2147483648 THEN
+        diff := diff OPERATOR(pg_catalog.-) 4294967296;
     END IF;
+    full_xid := cur OPERATOR(pg_catalog.+) diff;
     RETURN pg_catalog.pg_xact_status(full_xid::text::xid8) OPERATOR(pg_catalog.=) 'committed';
 END $$;
 

@@ -41,8 +41,10 @@ ROOT=$PWD
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files the edition passes unchanged (docs/sql-edition.md lists
 # those it does not, and why).
-REGRESS_FILES=${SQLED_REGRESS:-"lease_api bad_input collation fence"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write"}
 
+ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
 # shellcheck source=test/common/tap.sh
 . test/common/tap.sh
 
@@ -141,6 +143,37 @@ for t in $REGRESS_FILES; do
         -e "s|^psql:$WORK/regress/$t.sql:[0-9]*: ||" -e '/^\\set ECHO none$/d' "$WORK/regress/$t.raw" | normalise >"$WORK/regress/$t.out"
     diff -u "expected/$t.out" "$WORK/regress/$t.out" >"$WORK/regress/$t.diff"
     report $? "regress $t: sql/$t.sql gives expected/$t.out" "$(head -n 40 "$WORK/regress/$t.diff")"
+    as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
+done
+
+# 5. The extension's isolation specs. isolationtester sends a spec's setup
+# to the server as it is, so "CREATE EXTENSION lease;" becomes a CALL of
+# public.lease_sqled_install(), a procedure holding the edition's script
+# (its psql lines and transaction control removed), and "DROP EXTENSION
+# [IF EXISTS] lease [CASCADE];" becomes "DROP SCHEMA [IF EXISTS] lease
+# CASCADE;". Setup and teardown are not part of the output: the expected
+# files are compared unchanged.
+{
+    echo 'CREATE PROCEDURE public.lease_sqled_install() LANGUAGE plpgsql'
+    echo "SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS \$install\$"
+    echo 'BEGIN EXECUTE $script$'
+    grep -v -E '^(\\|BEGIN;$|COMMIT;$|SET client_min_messages|SET search_path)' sql-edition/lease.sql
+    echo '$script$; END $install$;'
+} >"$WORK/installer.sql"
+out=$(as_owner -f "$WORK/installer.sql" 2>&1)
+report $? "the installer procedure for isolation specs is created" "$out"
+mkdir -p "$WORK/iso/specs" "$WORK/iso/expected" "$WORK/iso/out"
+for t in $ISOLATION_SPECS; do
+    sed -e 's/DROP EXTENSION IF EXISTS lease CASCADE;/DROP SCHEMA IF EXISTS lease CASCADE;/' \
+        -e 's/DROP EXTENSION lease;/DROP SCHEMA lease CASCADE;/' \
+        -e 's/CREATE EXTENSION lease;/CALL public.lease_sqled_install();/' "specs/$t.spec" >"$WORK/iso/specs/$t.spec"
+    cp "expected/$t.out" "$WORK/iso/expected/"
+    PGUSER=lease_owner "$ISOLATION_REGRESS" \
+        --use-existing --dbname=contrib_regression --inputdir="$WORK/iso" --outputdir="$WORK/iso/out" \
+        "$t" >"$WORK/iso/out/$t.log" 2>&1
+    rc=$?
+    report $rc "isolation $t: specs/$t.spec gives expected/$t.out" "$(head -n 60 "$WORK/iso/out/regression.diffs" 2>/dev/null)"
+    mv "$WORK/iso/out/regression.diffs" "$WORK/iso/out/$t.diffs" 2>/dev/null
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
 
