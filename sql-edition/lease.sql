@@ -287,6 +287,199 @@ BEGIN
     END;
 END $$;
 
+-- A lock_timeout setting that runs out at deadline (at least 1 ms).
+CREATE FUNCTION lease._ms_until(deadline timestamptz)
+RETURNS text
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch'::text,
+               deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000))::pg_catalog.int8::pg_catalog.text
+$$;
+
+-- Waiting and waking (docs/sql-edition.md, "Waiting"). SQL has one way to
+-- wake a sleeping backend at another transaction's commit: the sleeper waits
+-- for a lock that transaction holds. A release is not known before it
+-- happens, so the releaser interrupts the sleep of the head of the line
+-- (pg_cancel_backend), and the head then waits for the releaser's wake lock,
+-- which the releaser holds to its commit: the head tries again exactly when
+-- the release commits. The locks (first key, second key), all in the
+-- two-integer advisory space:
+--   19537 "LQ", name hash: the line; the head holds it (session level), the
+--               others wait for it in the lock manager's FIFO queue;
+--   19521 "LA", pid: the ack lock, held by a waiting backend (session level)
+--               from before it joins the line until it leaves, except while
+--               it lets a releaser through;
+--   19531 "LK", pid: the wake lock, held by a releaser (transaction level)
+--               from before it interrupts that backend to its commit.
+-- A releaser cannot commit before it has the ack lock, so a waiting backend
+-- that holds its ack lock tells a releaser's interrupt (the wake lock is
+-- taken) from a user's cancel or statement_timeout (it is not).
+
+-- The backend at the head of the name's line, other than this one, or NULL.
+CREATE FUNCTION lease._line_head(key integer)
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT k.pid FROM pg_catalog.pg_locks AS k
+     WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+       AND k.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                               WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+       AND k.classid OPERATOR(pg_catalog.=) 19537::pg_catalog.oid
+       AND k.objid OPERATOR(pg_catalog.=) ((key::pg_catalog.int8) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+       AND k.objsubid OPERATOR(pg_catalog.=) 2
+       AND k.granted
+       AND k.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+     LIMIT 1
+$$;
+
+-- Called by a release or revoke of a name after its change: wakes the head of
+-- the name's line, if any, so that it tries again when this transaction
+-- commits. Without the privilege to signal the head's backend (the edition's
+-- owner needs pg_signal_backend: docs/sql-edition.md) the head wakes at the
+-- former grant's expiry instead.
+CREATE FUNCTION lease._wake_line(name text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key integer := lease._name_key(name);
+    head integer;
+    saved_timeout text := pg_catalog.current_setting('lock_timeout');
+BEGIN
+    IF pg_catalog.pg_try_advisory_lock(19537, key) THEN
+        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+        RETURN;                                   -- nobody in line
+    END IF;
+    head := lease._line_head(key);
+    IF head IS NULL THEN
+        RETURN;
+    END IF;
+    -- Waits only for another releaser of this head (which changed the same
+    -- lease row, so this one waited for it anyway) or for the head's moment
+    -- of holding it as it leaves.
+    PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    PERFORM pg_catalog.pg_advisory_xact_lock(19531, head);
+    IF lease._line_head(key) IS DISTINCT FROM head THEN
+        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+        RETURN;                                   -- it left the line meanwhile
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_cancel_backend(head);
+    EXCEPTION WHEN insufficient_privilege THEN
+        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+        RETURN;
+    END;
+    -- The head lets go of its ack lock when the interrupt reaches it.
+    PERFORM pg_catalog.pg_advisory_xact_lock(19521, head);
+    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+END $$;
+
+-- Whether a query_canceled error that reached a waiting backend holding its
+-- ack lock is a releaser's wake (its wake lock on this backend is taken)
+-- rather than a user's cancel or statement_timeout.
+CREATE FUNCTION lease._woken(message text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF message OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
+        RETURN false;
+    END IF;
+    IF pg_catalog.pg_try_advisory_lock_shared(19531, pg_catalog.pg_backend_pid()) THEN
+        PERFORM pg_catalog.pg_advisory_unlock_shared(19531, pg_catalog.pg_backend_pid());
+        RETURN false;
+    END IF;
+    RETURN true;
+END $$;
+
+-- Waits until no releaser holds this backend's wake lock (they commit or end
+-- first), then, if reacquire, takes the ack lock back. An interrupt that
+-- arrives meanwhile is a releaser's (or a user's cancel that came as the
+-- wait was ending: the call goes on); statement_timeout still ends it.
+CREATE FUNCTION lease._await_wakers(reacquire boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    me integer := pg_catalog.pg_backend_pid();
+    saved_timeout text := pg_catalog.current_setting('lock_timeout');
+    done boolean := false;
+BEGIN
+    PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    WHILE NOT done LOOP
+        BEGIN
+            PERFORM pg_catalog.pg_advisory_lock_shared(19531, me);
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19531, me);
+            IF reacquire THEN
+                PERFORM pg_catalog.pg_advisory_lock(19521, me);
+            END IF;
+            done := true;
+        EXCEPTION WHEN query_canceled THEN
+            IF SQLERRM OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
+    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+END $$;
+
+-- Whether this backend holds the session-level advisory lock (key1, key2).
+CREATE FUNCTION lease._holds(key1 integer, key2 integer)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT FROM pg_catalog.pg_locks AS k
+         WHERE k.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+           AND k.locktype OPERATOR(pg_catalog.=) 'advisory'
+           AND k.classid OPERATOR(pg_catalog.=) ((key1::pg_catalog.int8) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+           AND k.objid OPERATOR(pg_catalog.=) ((key2::pg_catalog.int8) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
+           AND k.objsubid OPERATOR(pg_catalog.=) 2
+           AND k.granted)
+$$;
+
+-- Leaves the line: lets go of the line and ack locks whatever interrupts it
+-- (a session-level lock left behind would block the line), then waits out a
+-- releaser that chose this backend as the head before it left.
+CREATE FUNCTION lease._leave_line(key integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    me integer := pg_catalog.pg_backend_pid();
+    done boolean := false;
+    failure text;
+    failure_state text;
+BEGIN
+    WHILE NOT done LOOP
+        BEGIN
+            IF lease._holds(19537, key) THEN
+                PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+            END IF;
+            IF lease._holds(19521, me) THEN
+                PERFORM pg_catalog.pg_advisory_unlock(19521, me);
+            END IF;
+            done := true;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            IF SQLERRM OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
+                failure := SQLERRM;
+                failure_state := SQLSTATE;
+            END IF;
+        END;
+    END LOOP;
+    IF failure IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = failure_state, MESSAGE = failure;
+    END IF;
+    PERFORM lease._await_wakers(false);
+END $$;
+
 -- The API. --------------------------------------------------------------------
 
 CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
@@ -303,9 +496,11 @@ DECLARE
     deadline timestamptz;
     user_timeout_ms bigint;
     user_deadline timestamptz;
+    saved_timeout text;
+    in_line boolean := false;
+    holder text;
     tok bigint;
     next_expiry timestamptz;
-    sleep_until timestamptz;
 BEGIN
     PERFORM lease._check_name(name);
     PERFORM lease._check_name(owner, 'owner');
@@ -336,51 +531,78 @@ BEGIN
     END IF;
 
     -- Waiting (docs/sql-edition.md, "Waiting"): line up in the lock manager's
-    -- FIFO queue of the name's line lock, bounded by the wait and by the
-    -- caller's own lock_timeout, counted from the start of the call.
+    -- FIFO queue of the name's line lock, then, at the head, sleep until the
+    -- grant's expiry or a releaser's wake. Bounded by the wait and by the
+    -- caller's own lock_timeout, both counted from the start of the call.
     PERFORM pg_catalog.nextval('lease.stat_waits'::pg_catalog.regclass);
     deadline := started OPERATOR(pg_catalog.+) lease._ttl(wait, 'wait');
-    user_timeout_ms := (pg_catalog.date_part('epoch'::text,
-                        pg_catalog.current_setting('lock_timeout')::pg_catalog.interval)
+    saved_timeout := pg_catalog.current_setting('lock_timeout');
+    user_timeout_ms := (pg_catalog.date_part('epoch'::text, saved_timeout::pg_catalog.interval)
                         OPERATOR(pg_catalog.*) 1000)::bigint;
     IF user_timeout_ms OPERATOR(pg_catalog.>) 0 THEN
         user_deadline := started OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => user_timeout_ms / 1000.0);
     END IF;
     BEGIN
-        PERFORM pg_catalog.set_config('lock_timeout',
-            GREATEST(1, pg_catalog.ceil(pg_catalog.date_part('epoch'::text,
-                LEAST(deadline, user_deadline) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())
-                OPERATOR(pg_catalog.*) 1000))::bigint::text, true);
-        PERFORM pg_catalog.pg_advisory_xact_lock(19537, key);
-    EXCEPTION WHEN lock_not_available THEN
-        IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
-            RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
-        END IF;
-        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-        RETURN NULL;
+        PERFORM pg_catalog.pg_advisory_lock(19521, pg_catalog.pg_backend_pid());
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
+            PERFORM pg_catalog.pg_advisory_lock(19537, key);
+            in_line := true;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+        WHILE in_line LOOP
+            BEGIN
+                tok := lease._try_grant(name, owner, normal, caller);
+                EXIT WHEN tok IS NOT NULL;
+                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
+                SELECT l.owner, l.expires_at INTO holder, next_expiry
+                  FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name;
+                IF holder IS NOT NULL AND holder OPERATOR(pg_catalog.<>) owner
+                   AND next_expiry OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+                    -- Held: sleep until its expiry, unless a release wakes us.
+                    PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
+                        LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
+                ELSE
+                    -- Grantable but for an open fenced write, heartbeat, release,
+                    -- grant or revoke of the name: wait for the fence lock, and
+                    -- keep it only with the grant.
+                    BEGIN
+                        PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
+                        PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
+                        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                        tok := lease._try_grant(name, owner, normal, caller);
+                        IF tok IS NULL THEN
+                            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                        END IF;
+                    EXCEPTION WHEN lock_not_available OR SQLSTATE 'LFBSY' THEN
+                        tok := NULL;
+                    END;
+                    EXIT WHEN tok IS NOT NULL;
+                END IF;
+            EXCEPTION WHEN query_canceled THEN
+                IF NOT lease._woken(SQLERRM) THEN
+                    RAISE;
+                END IF;
+                PERFORM pg_catalog.pg_advisory_unlock(19521, pg_catalog.pg_backend_pid());
+                PERFORM lease._await_wakers(true);
+            END;
+        END LOOP;
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM lease._leave_line(key);
+        RAISE;
     END;
-    -- The head of the line: try, and between tries sleep until the holder's
-    -- expiry or the next recheck, whichever is first.
-    LOOP
-        tok := lease._try_grant(name, owner, normal, caller);
-        IF tok IS NOT NULL THEN
-            RETURN tok;
-        END IF;
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline) THEN
-            IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
-                RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
-            END IF;
-            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-            RETURN NULL;
-        END IF;
-        SELECT l.expires_at INTO next_expiry FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name;
-        sleep_until := LEAST(deadline, user_deadline, next_expiry,
-                             pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)
-                             COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_wait_recheck', true), ''),
-                                      '10 milliseconds')::pg_catalog.interval);
-        PERFORM pg_catalog.pg_sleep(GREATEST(0.001, pg_catalog.date_part('epoch'::text,
-                                     sleep_until OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
-    END LOOP;
+    PERFORM lease._leave_line(key);
+    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+    IF tok IS NOT NULL THEN
+        RETURN tok;
+    END IF;
+    IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
+    END IF;
+    PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+    RETURN NULL;
 END $$;
 
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
@@ -487,6 +709,7 @@ BEGIN
         END IF;
         PERFORM lease._history('released', name, token, r.owner, r.role);
         PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        PERFORM lease._wake_line(name);
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -527,6 +750,7 @@ BEGIN
     PERFORM lease._history('revoked', name, tok, CASE WHEN r.expires_at OPERATOR(pg_catalog.>) now THEN r.owner END,
                            lease._caller());
     PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
+    PERFORM lease._wake_line(name);
     RETURN tok;
 END $$;
 
