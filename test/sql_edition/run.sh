@@ -177,4 +177,87 @@ for t in $ISOLATION_SPECS; do
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
 
+# 6. Waiting, woken without polling, and the fence under REPEATABLE READ, with
+# the edition installed again. The owner is a member of pg_signal_backend, as
+# a managed service's master user is on RDS (rds_superuser): a release
+# interrupts the head of the line's sleep (docs/sql-edition.md, "Waiting").
+psql -X -q -c "GRANT pg_signal_backend TO lease_owner" >/dev/null
+as_owner -f sql-edition/lease.sql >/dev/null 2>&1
+q() { psql -X -q -A -t -U lease_owner -d contrib_regression "$@" 2>&1; }
+# line_count GRANTED: backends holding (t) or waiting for (f) a line lock.
+line_count() { q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19537 AND granted = '$1'"; }
+advisory_left() { q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"; }
+# bg_acquire FILE NAME OWNER WAIT [SETTING]: a waiting acquire in the
+# background; FILE gets "token|seconds it took" or the error.
+bg_acquire() {
+    q -c "${5:-SET client_min_messages = notice}" -c "SELECT coalesce(lease.lease_acquire('$2', '$3', '1 minute', '$4')::text, 'NULL')
+                                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 2)" \
+        >"$1" &
+}
+done_file() { [ -s "$1" ]; }
+heads_are() { [ "$(line_count t)" = "$1" ]; }
+queued_are() { [ "$(line_count f)" = "$1" ]; }
+
+t0=$(q -c "SELECT lease.lease_acquire('w', 'holder', '1 minute')")
+bg_acquire "$WORK/wa" w a '20 seconds'
+wait_until 10 heads_are 1
+bg_acquire "$WORK/wb" w b '20 seconds'
+wait_until 10 queued_are 1
+out=$(q -c "SELECT coalesce(lease.lease_acquire('w', 'x')::text, 'NULL')")
+report "$([ "$out" = NULL ]; echo $?)" "wait: while anyone waits, a wait = 0 acquire gets NULL" "$out"
+# The release commits 1 s after it is made: the head is not granted before.
+q -c "BEGIN" -c "SELECT lease.lease_release('w', $t0)" -c "SELECT pg_sleep(1)" -c "COMMIT" >/dev/null &
+sleep 0.6
+report "$([ ! -s "$WORK/wa" ]; echo $?)" "wait: an uncommitted release grants nothing" "$(cat "$WORK/wa")"
+wait_until 10 done_file "$WORK/wa"
+out=$(cat "$WORK/wa")
+report "$([[ "$out" =~ ^$((t0 + 1))\|(1\.[0-9]+)$ ]] && awk -v s="${BASH_REMATCH[1]}" 'BEGIN { exit !(s < 1.9) }'; echo $?)" \
+    "wait: the head is woken at the release's commit, with the next token (token|seconds)" "$out"
+report "$([ ! -s "$WORK/wb" ] && [ "$(line_count t)" = 1 ]; echo $?)" "wait: the second waiter is now the head, still waiting" "$(cat "$WORK/wb")"
+q -c "SELECT lease.lease_release('w', $((t0 + 1)))" >/dev/null
+wait_until 10 done_file "$WORK/wb"
+out=$(cat "$WORK/wb")
+report "$([[ "$out" =~ ^$((t0 + 2))\| ]]; echo $?)" "wait: waiters are served in arrival order" "$out"
+q -c "SELECT lease.lease_revoke('w')" >/dev/null
+
+# A wait that runs out answers NULL and leaves nothing behind.
+t1=$(q -c "SELECT lease.lease_acquire('w2', 'holder', '1 minute')")
+out=$(q -c "SELECT coalesce(lease.lease_acquire('w2', 'a', '1 minute', '500 ms')::text, 'NULL')
+                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)")
+report "$([[ "$out" =~ ^NULL\|(0\.[5-9]|1\.[0-4])$ ]] && [ "$(advisory_left)" = 0 ]; echo $?)" \
+    "wait: NULL once wait has passed, no lock left" "$out"
+out=$(q -c "SET lock_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')")
+report "$(grep -q 'canceling statement due to lock timeout' <<<"$out" && [ "$(advisory_left)" = 0 ]; echo $?)" \
+    "wait: lock_timeout shorter than wait ends it with 55P03, no lock left" "$out"
+out=$(q -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')")
+report "$(grep -q 'canceling statement due to statement timeout' <<<"$out" && [ "$(advisory_left)" = 0 ]; echo $?)" \
+    "wait: statement_timeout ends it with 57014, no lock left" "$out"
+bg_acquire "$WORK/wc" w2 c '20 seconds'
+wait_until 10 heads_are 1
+bg_acquire "$WORK/wd" w2 d '20 seconds'
+wait_until 10 queued_are 1
+q -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%''w2'', ''c''%' AND pid <> pg_backend_pid()" >/dev/null
+wait_until 10 done_file "$WORK/wc"
+out=$(head -n 1 "$WORK/wc")
+report "$([ "$out" = "ERROR:  canceling statement due to user request" ]; echo $?)" "wait: pg_cancel_backend ends a wait with 57014" "$out"
+q -c "SELECT lease.lease_release('w2', $t1)" >/dev/null
+wait_until 10 done_file "$WORK/wd"
+out=$(cat "$WORK/wd")
+report "$([[ "$out" =~ ^[0-9]+\| ]] && [ "$(advisory_left)" = 0 ]; echo $?)" \
+    "wait: the waiter behind a cancelled head moves up and is granted at the release, no lock left" "$out"
+
+# The holder's expiry wakes the head.
+q -c "SELECT lease.lease_acquire('w3', 'holder', '1 second')" >/dev/null
+out=$(q -c "SELECT coalesce(lease.lease_acquire('w3', 'a', '1 minute', '5 seconds')::text, 'NULL')
+                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)")
+report "$([[ "$out" =~ ^[0-9]+\|(0\.[89]|1\.[0-4])$ ]]; echo $?)" "wait: the grant's expiry wakes the head (token|seconds)" "$out"
+
+# REPEATABLE READ: a token made stale after the snapshot never passes.
+t2=$(q -c "SELECT lease.lease_acquire('rr', 'w1', '300 ms')")
+out=$(q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM lease.leases" -c "SELECT pg_sleep(0.4)" \
+        -c "\\! psql -X -q -A -t -U lease_owner -d contrib_regression -c \"SELECT lease.lease_acquire('rr', 'w2')\" >/dev/null" \
+        -c "SELECT lease.fenced_write('rr', $t2)" -c "COMMIT")
+report "$(grep -q -E 'ERROR:  (could not serialize access|stale fencing token)' <<<"$out"; echo $?)" \
+    "fence: under REPEATABLE READ, a token made stale after the snapshot is rejected (40001 or LF001)" "$out"
+
 report_summary sql_edition
