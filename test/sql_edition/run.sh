@@ -250,6 +250,17 @@ out=$(cat "$WORK/wb")
 report "$([[ "$out" =~ ^$((t0 + 2))\| ]]; echo $?)" "wait: waiters are served in arrival order" "$out"
 q -c "SELECT lease.lease_revoke('w')" >/dev/null
 
+# Queued waiters come first: a release and a wait = 0 acquire in one
+# transaction, the lease free and no other transaction in the way, still NULL.
+t3=$(q -c "SELECT lease.lease_acquire('w4', 'holder', '1 minute')")
+bg_acquire "$WORK/we" w4 e '20 seconds'
+wait_until 10 heads_are 1
+out=$(q -c "BEGIN" -c "SELECT lease.lease_release('w4', $t3)" -c "SELECT coalesce(lease.lease_acquire('w4', 'x')::text, 'NULL')" \
+        -c "COMMIT" | tr '\n' ' ')
+wait_until 10 done_file "$WORK/we"
+report "$([ "$out" = "t NULL " ] && [[ "$(cat "$WORK/we")" =~ ^$((t3 + 1))\| ]]; echo $?)" \
+    "wait: a free lease goes to its waiter, not to a wait = 0 acquire (released, x's answer; then e's grant)" "$out $(cat "$WORK/we")"
+
 # A wait that runs out answers NULL and leaves nothing behind.
 t1=$(q -c "SELECT lease.lease_acquire('w2', 'holder', '1 minute')")
 out=$(q -c "SELECT coalesce(lease.lease_acquire('w2', 'a', '1 minute', '500 ms')::text, 'NULL')
