@@ -263,15 +263,20 @@ report "$([ "$out" = "t NULL " ] && [[ "$(cat "$WORK/we")" =~ ^$((t3 + 1))\| ]];
 
 # A wait that runs out answers NULL and leaves nothing behind.
 t1=$(q -c "SELECT lease.lease_acquire('w2', 'holder', '1 minute')")
+# (The waiting backend itself, still connected, holds no advisory lock after.)
+own_locks="SELECT 'own locks: ' || count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
 out=$(q -c "SELECT coalesce(lease.lease_acquire('w2', 'a', '1 minute', '500 ms')::text, 'NULL')
-                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)")
-report "$([[ "$out" =~ ^NULL\|(0\.[5-9]|1\.[0-4])$ ]] && [ "$(advisory_left)" = 0 ]; echo $?)" \
+                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)" -c "$own_locks")
+report "$([[ "$out" =~ ^NULL\|(0\.[5-9]|1\.[0-4])$'\n''own locks: 0'$ ]] && [ "$(advisory_left)" = 0 ]; echo $?)" \
     "wait: NULL once wait has passed, no lock left" "$out"
-out=$(q -c "SET lock_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')")
-report "$(grep -q 'canceling statement due to lock timeout' <<<"$out" && [ "$(advisory_left)" = 0 ]; echo $?)" \
+out=$(q -c "SET lock_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')" -c "$own_locks")
+report "$(grep -q 'canceling statement due to lock timeout' <<<"$out" && grep -qx 'own locks: 0' <<<"$out" &&
+          [ "$(advisory_left)" = 0 ]; echo $?)" \
     "wait: lock_timeout shorter than wait ends it with 55P03, no lock left" "$out"
-out=$(q -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')")
-report "$(grep -q 'canceling statement due to statement timeout' <<<"$out" && [ "$(advisory_left)" = 0 ]; echo $?)" \
+out=$(q -c "SET statement_timeout = '300ms'" -c "SELECT lease.lease_acquire('w2', 'a', '1 minute', '5 seconds')" \
+        -c "RESET statement_timeout" -c "$own_locks")
+report "$(grep -q 'canceling statement due to statement timeout' <<<"$out" && grep -qx 'own locks: 0' <<<"$out" &&
+          [ "$(advisory_left)" = 0 ]; echo $?)" \
     "wait: statement_timeout ends it with 57014, no lock left" "$out"
 bg_acquire "$WORK/wc" w2 c '20 seconds'
 wait_until 10 heads_are 1
@@ -287,11 +292,12 @@ out=$(cat "$WORK/wd")
 report "$([[ "$out" =~ ^[0-9]+\| ]] && [ "$(advisory_left)" = 0 ]; echo $?)" \
     "wait: the waiter behind a cancelled head moves up and is granted at the release, no lock left" "$out"
 
-# The holder's expiry wakes the head.
+# The holder's expiry wakes the head (which keeps no lock but its grant's).
 q -c "SELECT lease.lease_acquire('w3', 'holder', '1 second')" >/dev/null
 out=$(q -c "SELECT coalesce(lease.lease_acquire('w3', 'a', '1 minute', '5 seconds')::text, 'NULL')
-                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)")
-report "$([[ "$out" =~ ^[0-9]+\|(0\.[89]|1\.[0-4])$ ]]; echo $?)" "wait: the grant's expiry wakes the head (token|seconds)" "$out"
+                   || '|' || round(extract(epoch FROM clock_timestamp() - statement_timestamp()), 1)" -c "$own_locks")
+report "$([[ "$out" =~ ^[0-9]+\|(0\.[89]|1\.[0-4])$'\n''own locks: 0'$ ]]; echo $?)" \
+    "wait: the grant's expiry wakes the head (token|seconds)" "$out"
 
 # REPEATABLE READ: a token made stale after the snapshot never passes.
 t2=$(q -c "SELECT lease.lease_acquire('rr', 'w1', '300 ms')")
