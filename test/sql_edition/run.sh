@@ -106,6 +106,13 @@ out=$(as_owner -c "CREATE EXTENSION lease" 2>&1)
 report "$(grep -q 'permission denied to create extension' <<<"$out"; echo $?)" \
     "lease_owner cannot create the C extension (as on a managed service)" "$out"
 
+# sql-edition/pg_tle.sql (untested: no pg_tle in Debian) is what
+# make-pg_tle.sh makes of the current lease.sql.
+cp -r sql-edition "$WORK/pgtle-check"
+bash "$WORK/pgtle-check/make-pg_tle.sh"
+out=$(diff sql-edition/pg_tle.sql "$WORK/pgtle-check/pg_tle.sql")
+report $? "sql-edition/pg_tle.sql is up to date with sql-edition/lease.sql (make-pg_tle.sh)" "$(head -n 10 <<<"$out")"
+
 # 3. Application roles change lease state only through the functions.
 app() { psql -X -q -A -t -U lease_app -d contrib_regression "$@" 2>&1; }
 for stmt in "INSERT INTO lease.leases VALUES ('x', 'me', 1, '1 h', now(), now(), now() + '1 h', NULL, NULL)" \
