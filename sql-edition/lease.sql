@@ -1088,12 +1088,12 @@ BEGIN
     -- A row an open transaction has locked is left for the next prune.
     WITH doomed AS (
         SELECT l.name FROM lease.leases AS l
-         WHERE l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than
+         WHERE l.expires_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than)
          FOR UPDATE SKIP LOCKED
     )
     DELETE FROM lease.leases AS l USING doomed
      WHERE l.name OPERATOR(pg_catalog.=) doomed.name
-       AND l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than;
+       AND l.expires_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END $$;
