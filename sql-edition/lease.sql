@@ -128,6 +128,20 @@ AS $$
                                   'USAGE')
 $$;
 
+-- A function that changes lease state, in a read-only transaction or on a hot
+-- standby: 25006 before anything else, as its SQL statements would raise.
+CREATE FUNCTION lease._require_writable(function_name text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        RAISE EXCEPTION USING ERRCODE = '25006',
+            MESSAGE = pg_catalog.format('cannot execute %s in a read-only transaction', function_name);
+    END IF;
+END $$;
+
 CREATE FUNCTION lease._check_name(name text, what text DEFAULT 'lease name')
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -502,6 +516,7 @@ DECLARE
     tok bigint;
     next_expiry timestamptz;
 BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire()');
     PERFORM lease._check_name(name);
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
@@ -510,9 +525,6 @@ BEGIN
     END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative';
-    END IF;
-    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
-        RAISE EXCEPTION USING ERRCODE = '25006', MESSAGE = 'cannot execute lease_acquire() in a read-only transaction';
     END IF;
     key := lease._name_key(name);
 
@@ -614,6 +626,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM lease._require_writable('lease.acquire_wait()');
     token := lease.lease_acquire(name, owner, ttl, wait);
 END $$;
 
@@ -631,13 +644,11 @@ DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
+    PERFORM lease._require_writable('lease.lease_heartbeat()');
     PERFORM lease._check_name(name);
     PERFORM lease._check_token(token);
     IF ttl IS NOT NULL THEN
         normal := lease._ttl(ttl);
-    END IF;
-    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
-        RAISE EXCEPTION USING ERRCODE = '25006', MESSAGE = 'cannot execute lease_heartbeat() in a read-only transaction';
     END IF;
     BEGIN
         -- The fence lock in share mode, as a fenced write: waits for a grant or
@@ -681,11 +692,9 @@ DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
+    PERFORM lease._require_writable('lease.lease_release()');
     PERFORM lease._check_name(name);
     PERFORM lease._check_token(token);
-    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
-        RAISE EXCEPTION USING ERRCODE = '25006', MESSAGE = 'cannot execute lease_release() in a read-only transaction';
-    END IF;
     BEGIN
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
@@ -729,10 +738,8 @@ DECLARE
     now timestamptz;
     tok bigint;
 BEGIN
+    PERFORM lease._require_writable('lease.lease_revoke()');
     PERFORM lease._check_name(name);
-    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
-        RAISE EXCEPTION USING ERRCODE = '25006', MESSAGE = 'cannot execute lease_revoke() in a read-only transaction';
-    END IF;
     -- Waits for open fenced writes, heartbeats and releases of the name.
     PERFORM pg_catalog.pg_advisory_xact_lock(19526, lease._name_key(name));
     SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name FOR UPDATE;
@@ -806,7 +813,11 @@ BEGIN
     ELSE
         RETURN;
     END IF;
-    PERFORM pg_catalog.nextval('lease.stat_fence_rejections'::pg_catalog.regclass);
+    -- Counted where a sequence can move (not in a read-only transaction or on
+    -- a standby, where the fence still works).
+    IF NOT pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        PERFORM pg_catalog.nextval('lease.stat_fence_rejections'::pg_catalog.regclass);
+    END IF;
     IF detail IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg;
     ELSIF hint IS NULL THEN
@@ -1076,14 +1087,12 @@ AS $$
 DECLARE
     n bigint;
 BEGIN
+    PERFORM lease._require_writable('lease.prune()');
     IF older_than IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'older_than must not be NULL';
     END IF;
     IF pg_catalog.date_part('epoch'::text, older_than) OPERATOR(pg_catalog.<) 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'older_than must not be negative';
-    END IF;
-    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
-        RAISE EXCEPTION USING ERRCODE = '25006', MESSAGE = 'cannot execute prune() in a read-only transaction';
     END IF;
     -- A row an open transaction has locked is left for the next prune.
     WITH doomed AS (
@@ -1145,6 +1154,6 @@ GRANT EXECUTE ON FUNCTION lease.lease_acquire(text, text, interval, interval),
 GRANT EXECUTE ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) TO PUBLIC;
 -- What the public functions call as their caller: set_fence_token,
 -- fence_trigger and acquire_wait run as invoker.
-GRANT EXECUTE ON FUNCTION lease._check_name(text, text), lease._check_token(bigint),
+GRANT EXECUTE ON FUNCTION lease._check_name(text, text), lease._check_token(bigint), lease._require_writable(text),
     lease._setting_token(), lease._row_lease_name(text, anyelement, regclass, text) TO PUBLIC;
 COMMIT;

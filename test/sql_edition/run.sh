@@ -337,6 +337,21 @@ report "$([[ "$out" =~ ^acquired:([0-9]+)\ released:([0-9]+)\ acquired:([0-9]+)\
           [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[3]}" -gt "${BASH_REMATCH[1]}" ]; echo $?)" \
     "history records grants and releases in order; every counter of lease.stats has counted" "$out"
 
+# Read-only: every state change is 25006 before anything else, whatever its
+# arguments; the fence reads and works.
+out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
+ro=""
+for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbeat('x', NULL)" \
+            "SELECT lease.lease_release('', 1)" "CALL lease.acquire_wait('x', 'w', '1 s', '1 s')"; do
+    ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
+done
+ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
+ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction"
+report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
+    "read-only: every state change raises 25006 first; the fence reads" "$ro
+$out"
+
 # REPEATABLE READ: a token made stale after the snapshot never passes.
 t2=$(q -c "SELECT lease.lease_acquire('rr', 'w1', '300 ms')")
 out=$(q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM lease.leases" -c "SELECT pg_sleep(0.4)" \
