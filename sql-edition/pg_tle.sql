@@ -75,9 +75,6 @@ CREATE SEQUENCE lease.stat_takeovers AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_releases AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_revokes AS bigint MINVALUE 1 START 1 NO CYCLE;
 CREATE SEQUENCE lease.stat_fence_rejections AS bigint MINVALUE 1 START 1 NO CYCLE;
--- The event number within a transaction (history's ordinal): any increasing
--- number will do, since (xid, ordinal) orders events of one transaction.
-CREATE SEQUENCE lease.history_ordinal AS bigint MINVALUE 1 START 1 NO CYCLE;
 
 CREATE VIEW lease.stats AS
 SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants,
@@ -191,14 +188,52 @@ BEGIN
     RETURN normal;
 END $$;
 
+-- An event (docs/concepts.md, "Events and history"): a row of lease.history
+-- at the position (xid, ordinal), ordinal counting this transaction's events
+-- from 1 (a transaction-local setting keeps the count; a rolled-back
+-- subtransaction takes back its events and its count alike), and, while any
+-- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
+-- with the extension's payload.
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole)
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
+DECLARE
+    xid xid8 := pg_catalog.pg_current_xact_id();
+    ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
+                      OPERATOR(pg_catalog.+) 1;
+BEGIN
+    PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
-    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, NULL, role,
-            pg_catalog.pg_current_xact_id(), pg_catalog.nextval('lease.history_ordinal'::pg_catalog.regclass))
-$$;
+    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, NULL, role, xid, ordinal);
+    IF lease._watched() THEN
+        PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": null, "position": "%s/%s"%s}',
+            pg_catalog.to_json(event)::text, pg_catalog.to_json(name)::text, COALESCE(token::text, 'null'),
+            COALESCE(pg_catalog.to_json(owner)::text, 'null'), xid, ordinal,
+            CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
+    END IF;
+END $$;
+
+-- Whether any connection watches events: a watcher holds the watch lock
+-- (19534 "LN", 0) in share mode for as long as it is connected, so an
+-- exclusive try fails; this connection's own share does not count against
+-- it, hence the setting listen_events leaves.
+CREATE FUNCTION lease._watched()
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN true;
+    END IF;
+    IF pg_catalog.pg_try_advisory_lock(19534, 0) THEN
+        PERFORM pg_catalog.pg_advisory_unlock(19534, 0);
+        RETURN false;
+    END IF;
+    RETURN true;
+END $$;
+
 
 -- Whether the version of a lease row this transaction's snapshot sees was
 -- replaced by a transaction that committed after the snapshot was taken
@@ -1053,6 +1088,24 @@ END $$;
 COMMENT ON FUNCTION lease.fence_trigger() IS
     'BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW trigger: fence_trigger(''name template with {column}'' [, ''token column'']) rejects writes without the current token (LF001).';
 
+-- LISTEN lease_events (transactional, as LISTEN), and make this connection a
+-- watcher until it exits: events are sent only while a watcher is connected
+-- (the extension's lease.notify_events = watched).
+CREATE FUNCTION lease.listen_events()
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+    LISTEN lease_events;
+    IF pg_catalog.current_setting('lease.sql_watching', true) IS DISTINCT FROM 'on' THEN
+        PERFORM pg_catalog.pg_advisory_lock_shared(19534, 0);
+        PERFORM pg_catalog.set_config('lease.sql_watching', 'on', false);
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.listen_events() IS
+    'LISTEN lease_events, and have events sent while this connection lives.';
+
 CREATE FUNCTION lease.prune(older_than interval)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -1123,7 +1176,8 @@ REVOKE ALL ON ALL PROCEDURES IN SCHEMA lease FROM PUBLIC;
 GRANT SELECT ON lease.leases, lease.history, lease.stats, lease.status TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.lease_acquire(text, text, interval, interval),
     lease.lease_heartbeat(text, bigint, interval), lease.lease_release(text, bigint),
-    lease.fenced_write(text, bigint), lease.fence_trigger(), lease.set_fence_token(bigint) TO PUBLIC;
+    lease.fenced_write(text, bigint), lease.fence_trigger(), lease.set_fence_token(bigint),
+    lease.listen_events() TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) TO PUBLIC;
 -- What the public functions call as their caller: set_fence_token,
 -- fence_trigger and acquire_wait run as invoker.

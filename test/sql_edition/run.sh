@@ -348,6 +348,34 @@ report "$([[ "$out" =~ ^acquired:([0-9]+)\ released:([0-9]+)\ acquired:([0-9]+)\
           [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[3]}" -gt "${BASH_REMATCH[1]}" ]; echo $?)" \
     "history records grants and releases in order; every counter of lease.stats has counted" "$out"
 
+# Events: a watcher (listen_events) gets each event at commit, with the
+# extension's payload and its position in lease.history; with no watcher
+# connected, a plain LISTEN gets nothing (lease.notify_events = watched).
+q -c "LISTEN lease_events" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/plain_listen" 2>&1 &
+plain_pid=$!
+sleep 0.5
+q -c "SELECT lease.lease_release('ev0', lease.lease_acquire('ev0', 'w'))" >/dev/null
+wait "$plain_pid"
+out=$(cat "$WORK/plain_listen")
+report "$([ "$out" = "$(printf '\ndone')" ]; echo $?)" "events: none is sent while no connection watches" "$out"
+app -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/watch" 2>&1 &
+watch_pid=$!
+sleep 0.5
+q -c "BEGIN" -c "SELECT lease.lease_release('ev', lease.lease_acquire('ev', 'w'))" -c "COMMIT" \
+  -c "SELECT lease.lease_revoke('ev')" >/dev/null
+wait "$watch_pid"
+got=$(grep -o 'payload ".*" received' "$WORK/watch" | sed 's/^payload "//; s/" received$//')
+want=$(q -c "SELECT format('{\"event\": \"%s\", \"name\": \"ev\", \"token\": %s, \"owner\": %s, \"session\": null, \"position\": \"%s/%s\"%s}',
+                          event, token, coalesce(to_json(owner)::text, 'null'), xid, ordinal,
+                          CASE WHEN event = 'acquired' THEN ', \"value\": null' ELSE '' END)
+               FROM lease.history WHERE name = 'ev' ORDER BY xid, ordinal")
+report "$([ -n "$got" ] && [ "$got" = "$want" ] &&
+          [ "$(q -c "SELECT string_agg(event || '/' || ordinal, ' ' ORDER BY xid, ordinal) FROM lease.history WHERE name = 'ev'")" = \
+            "acquired/1 released/2 revoked/1" ]; echo $?)" \
+    "events: a watcher gets every event at commit, payload and position as lease.history has them" "$got
+want:
+$want"
+
 # Read-only: every state change is 25006 before anything else, whatever its
 # arguments; the fence reads and works.
 out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
