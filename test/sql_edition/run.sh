@@ -395,8 +395,9 @@ report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 
 $out"
 
 # Concurrent clients (pgbench, 4 of them for 6 s, as lease_app) grant,
-# write under the fence trigger, heartbeat and release 3 names with 30 ms
-# ttls, pausing past their expiry at times as a zombie would. Per name, the
+# heartbeat, write under the fence trigger and release 3 names with 30 ms
+# ttls, pausing past their expiry at times as a zombie would, before a write
+# and inside its transaction. Per name, the
 # fenced rows' tokens never go down in insert order (a write with a token
 # older than a grant that committed before it is rejected), every row's
 # token was granted for its name, no token was granted twice, and no grant
@@ -421,9 +422,10 @@ cat >"$WORK/chaos.sql" <<'SQL'
 SELECT coalesce(lease.lease_acquire('chaos:' || :n, 'w' || :client_id, '30 milliseconds'), 0) AS token \gset
 \if :token > 0
 SELECT pg_sleep(:pause / 1000.0);
-BEGIN;
 SELECT lease.lease_heartbeat('chaos:' || :n, :token);
+BEGIN;
 SELECT chaos_write(:n, :token);
+SELECT pg_sleep(:pause / 2000.0);
 COMMIT;
 SELECT lease.lease_release('chaos:' || :n, :token);
 \endif
