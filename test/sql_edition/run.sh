@@ -193,6 +193,7 @@ done
 # [IF EXISTS] lease [CASCADE];" becomes "DROP SCHEMA [IF EXISTS] lease
 # CASCADE;". Setup and teardown are not part of the output: the expected
 # files are compared unchanged.
+# shellcheck disable=SC2016 # PostgreSQL dollar quotes, not shell expansions
 {
     echo 'CREATE PROCEDURE public.lease_sqled_install() LANGUAGE plpgsql'
     echo "SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS \$install\$"
