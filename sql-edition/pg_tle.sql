@@ -1095,6 +1095,49 @@ END $$;
 COMMENT ON FUNCTION lease.fence_trigger() IS
     'BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW trigger: fence_trigger(''name template with {column}'' [, ''token column'']) rejects writes without the current token (LF001).';
 
+-- Admin: reports every grant that ended without a release and was not
+-- reported yet: an expired event each, and the lease becomes free. Skips
+-- names whose fence lock or row is busy; looks at 1000 of them per call
+-- (docs/reference.md, "Events, history and counters"). Schedule it with
+-- pg_cron where the service has it.
+CREATE FUNCTION lease.expire_due()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$
+DECLARE
+    candidate text;
+    r lease.leases%ROWTYPE;
+    n integer := 0;
+BEGIN
+    PERFORM lease._require_writable('lease.expire_due()');
+    FOR candidate IN
+        SELECT l.name FROM lease.leases AS l
+         WHERE l.owner IS NOT NULL AND l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+         ORDER BY l.expires_at
+         LIMIT 1000
+    LOOP
+        BEGIN
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(candidate)) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            SELECT l.* INTO r FROM lease.leases AS l
+             WHERE l.name OPERATOR(pg_catalog.=) candidate FOR UPDATE SKIP LOCKED;
+            IF NOT FOUND OR r.owner IS NULL OR r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            PERFORM lease._history('expired', candidate, r.token, r.owner, r.role);
+            UPDATE lease.leases AS l SET owner = NULL WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            n := n OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN n;
+END $$;
+
+COMMENT ON FUNCTION lease.expire_due() IS
+    'Admin: reports every lease that has expired and was not reported yet: an expired event each, and the lease becomes free. Returns how many.';
+
 -- LISTEN lease_events (transactional, as LISTEN), and make this connection a
 -- watcher until it exits: events are sent only while a watcher is connected
 -- (the extension's lease.notify_events = watched).

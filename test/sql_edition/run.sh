@@ -380,6 +380,17 @@ report "$([ -n "$got" ] && [ "$got" = "$want" ] &&
 want:
 $want"
 
+# expire_due (admin): reports each expired grant once and frees it; the next
+# grant reports nothing more.
+out=$(q -c "SELECT lease.lease_acquire('ex', 'w', '50 milliseconds') IS NOT NULL" -c "SELECT pg_sleep(0.1)" \
+        -c "SELECT lease.expire_due()" -c "SELECT lease.expire_due()" -c "SELECT state FROM lease.status WHERE name = 'ex'" \
+        -c "SELECT lease.lease_acquire('ex', 'w2') IS NOT NULL" \
+        -c "SELECT string_agg(event, ' ' ORDER BY xid, ordinal) FROM lease.history WHERE name = 'ex'" | tr '\n' ' ')
+report "$([ "$out" = "t  1 0 free t acquired expired acquired " ]; echo $?)" \
+    "expire_due reports an expired grant once, and frees it" "$out"
+out=$(app -c "SELECT lease.expire_due()")
+report "$(grep -q 'permission denied for function expire_due' <<<"$out"; echo $?)" "expire_due is not executable by PUBLIC" "$out"
+
 # Read-only: every state change is 25006 before anything else, whatever its
 # arguments; the fence reads and works.
 out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
@@ -389,8 +400,9 @@ for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbea
     ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
 done
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
-ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)
-expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction"
+ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)"~"
+ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.expire_due()" -c "ROLLBACK" | head -n 1)
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
 report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
     "read-only: every state change raises 25006 first; the fence reads" "$ro
 $out"
