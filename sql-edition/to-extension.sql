@@ -20,7 +20,10 @@ LOCK TABLE lease.leases, lease.history IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
-CREATE EXTENSION lease;
+-- The edition's tables are version 1.4's: create that version, move the
+-- rows in, and let the extension's own update scripts take them to the
+-- newest version (at the end).
+CREATE EXTENSION lease VERSION '1.4';
 
 -- Every lease as it is: name, owner, token, ttl, times, role.
 INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
@@ -71,5 +74,7 @@ BEGIN
 END $$;
 
 DROP SCHEMA lease_sqled CASCADE;
+
+ALTER EXTENSION lease UPDATE;
 
 COMMIT;
