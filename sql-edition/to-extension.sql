@@ -1,0 +1,80 @@
+-- sql-edition/to-extension.sql: moves a database from the SQL edition of lease
+-- to the extension, keeping every lease and the token sequence
+-- (docs/sql-edition.md, "Moving to the extension").
+--
+-- Run as a superuser (or a role that may CREATE EXTENSION lease), on a server
+-- where the extension is installed:
+--
+--     psql -v ON_ERROR_STOP=1 -f sql-edition/to-extension.sql
+--
+-- One transaction: all of it happens, or nothing.
+
+\set ON_ERROR_STOP 1
+SET client_min_messages = warning;
+
+BEGIN;
+
+-- Edition calls in flight finish first; new ones wait for the move, then find
+-- the extension's functions (they call lease.* by name).
+LOCK TABLE lease.leases, lease.history IN ACCESS EXCLUSIVE MODE;
+
+ALTER SCHEMA lease RENAME TO lease_sqled;
+
+-- The edition's tables are version 1.4's: create that version, move the
+-- rows in, and let the extension's own update scripts take them to the
+-- newest version (at the end).
+CREATE EXTENSION lease VERSION '1.4';
+
+-- Every lease as it is: name, owner, token, ttl, times, role.
+INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
+SELECT name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session
+  FROM lease_sqled.leases;
+
+INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+SELECT at, event, name, token, owner, session, role, xid, ordinal
+  FROM lease_sqled.history;
+
+-- The next token is larger than every token the edition issued.
+SELECT pg_catalog.setval('lease.fencing_token_seq',
+                         GREATEST(s.last_value, COALESCE((SELECT max(token) FROM lease_sqled.leases), 1)), true)
+  FROM lease_sqled.fencing_token_seq AS s
+ WHERE s.is_called OR EXISTS (SELECT FROM lease_sqled.leases);
+
+-- The counters go on from the edition's.
+DO $$
+DECLARE
+    c text;
+    v bigint;
+BEGIN
+    FOREACH c IN ARRAY ARRAY['stat_grants', 'stat_denials', 'stat_waits', 'stat_takeovers', 'stat_releases',
+                             'stat_revokes', 'stat_fence_rejections'] LOOP
+        EXECUTE pg_catalog.format('SELECT CASE WHEN is_called THEN last_value END FROM lease_sqled.%I', c) INTO v;
+        IF v IS NOT NULL THEN
+            PERFORM pg_catalog.setval(pg_catalog.format('lease.%I', c)::pg_catalog.regclass, v, true);
+        END IF;
+    END LOOP;
+END $$;
+
+-- Fence triggers call a function by its OID: re-create each one on the
+-- extension's lease.fence_trigger(), with the same name, events and arguments.
+DO $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN
+        SELECT tg.tgname, tg.tgrelid::pg_catalog.regclass AS tbl, pg_catalog.pg_get_triggerdef(tg.oid) AS def
+          FROM pg_catalog.pg_trigger AS tg
+         WHERE tg.tgfoid = 'lease_sqled.fence_trigger()'::pg_catalog.regprocedure
+           AND NOT tg.tgisinternal
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', t.tgname, t.tbl);
+        EXECUTE pg_catalog.replace(t.def, 'EXECUTE FUNCTION lease_sqled.fence_trigger(',
+                                   'EXECUTE FUNCTION lease.fence_trigger(');
+    END LOOP;
+END $$;
+
+DROP SCHEMA lease_sqled CASCADE;
+
+ALTER EXTENSION lease UPDATE;
+
+COMMIT;
