@@ -30,6 +30,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "executor/spi.h"
 #include "executor/spi_priv.h"
 #include "fmgr.h"

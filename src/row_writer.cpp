@@ -126,6 +126,10 @@ struct WriteTarget {
     EState* estate;
     ResultRelInfo* result;
     int columns;  // the table's, dropped ones included
+    // Whether the table has a CHECK constraint or a stored generated column
+    // (a DBA's): then a change checks its new version before it locks the
+    // row (check_before_lock).
+    bool checks_before_lock;
     int index_count;
     Oid* index_oids;  // in RelationGetIndexList's order
     IndexInfo** index_infos;
@@ -194,6 +198,9 @@ void build_write_target(WriteTarget* target, Relation table, List* index_oids)
     target->result = result;
     target->index_count = count;
     target->columns = natts;
+    const TupleConstr* const constraints = RelationGetDescr(table)->constr;
+    target->checks_before_lock =
+        constraints != nullptr && (constraints->num_check > 0 || constraints->has_generated_stored);
     target->table = RelationGetRelid(table);
     target->valid = invalidations_before == SharedInvalidMessageCounter;
 }
@@ -380,6 +387,23 @@ HeapTuple row_tuple(TupleTableSlot* row)
     return ExecFetchSlotHeapTuple(row, false, nullptr);
 }
 
+// Checks a change's new version (in next) against the table's CHECK
+// constraints, its stored generated columns computed first, as UPDATE checks
+// the new row it built from the version its scan found before heap_update
+// meets a concurrent change: a new row that breaks a constraint raises 23514
+// even where locking the row would have raised 40001 or waited. The check
+// made again by ExecSimpleRelationUpdate then only repeats it (or checks the
+// version a concurrent change left).
+void check_before_lock(WriteTarget* target, Relation table, const RowVersion& next_version, TupleTableSlot* next)
+{
+    exec_rt_fetch(1, target->estate)->updatedCols = next_version.updated_columns;
+    ExecStoreHeapTuple(next_version.tuple, next, false);
+    if (RelationGetDescr(table)->constr->has_generated_stored)
+        ExecComputeStoredGenerated(target->result, target->estate, next, CMD_UPDATE);
+    ExecConstraints(target->result, next, target->estate);
+    ExecClearTuple(next);
+}
+
 // Where a lease row change leaves the row: the next read of the name (a
 // fence check, the release) fetches that version instead of searching the
 // primary key.
@@ -449,6 +473,8 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
     if (find_row(table, key, hint, row))
         next_version = change(row_tuple(row), columns, context);
     if (next_version.tuple != nullptr) {
+        if (target->checks_before_lock)
+            check_before_lock(target, table, next_version, next);
         const Locked locked = lock_row(table, row, LockTupleNoKeyExclusive, upsert);
         if (locked == Locked::changed_since) {
             // The row's latest version, tested again (EvalPlanQual): a

@@ -133,7 +133,7 @@ sub_suite() {
     LEASE_TEST_PORT=$((PGPORT + offset)) bash "$SRC/test/$name/run.sh" "$@" >"$log" 2>&1
     rc=$?
     report $rc "the $name suite: $(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1 | sed "s/^$name: //") ($((SECONDS - started)) s)" \
-        "$(grep -E '^not ok' "$log" | head -n 20; echo ...; tail -n 20 "$log")"
+        "$(grep -E -A 3 '^not ok' "$log" | head -n 20; echo ...; tail -n 20 "$log")"
 }
 sub_suite differential 1
 sub_suite crash 2
