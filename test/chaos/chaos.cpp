@@ -546,9 +546,16 @@ private:
                 where = "lease_acquire of chaos:rw";
                 wait = std::to_string(random(500, 4000)) + " milliseconds";
             } else {
+                // Shared requests that wait as long as exclusive ones line up
+                // behind them and are granted together when the exclusive
+                // holder leaves; with only short waits they gave up while an
+                // exclusive request was in line, and a run could see no two
+                // shared holders at once.
                 mode = "shared";
                 where = "lease_acquire_shared";
                 call = "acquire_shared";
+                if (wait != "0 milliseconds")
+                    wait = std::to_string(random(500, 4000)) + " milliseconds";
             }
             o = conn_->execute("SELECT lease." + std::string(mode[0] == 'e' ? "lease_acquire" : "lease_acquire_shared") +
                                    "($1::text, $2::text, $3::interval, $4::interval)",
