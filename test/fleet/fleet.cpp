@@ -278,7 +278,13 @@ private:
                     names.push_back(all[i].first);
             }
             const std::size_t to = names.size();
+            // A zombie for sure: a TTL past the last keepalive's answer (the
+            // server renewed the session before it answered). Maybe one: a
+            // TTL past its sending -- a SIGSTOP between the answer's arrival
+            // and its reading makes the answer look recent, so the writes
+            // after the pause count as a zombie's when they are rejected.
             const bool zombie = Clock::now() - last_alive_ > Millis(options_.ttl_ms);
+            const bool maybe_zombie = Clock::now() - last_renewal_sent_ > Millis(options_.ttl_ms);
             const long long invoked = history::now_us();
             if (!PQenterPipelineMode(c)) {
                 fatal("pipeline: " + conn_->error());
@@ -303,7 +309,7 @@ private:
                     return;
                 }
                 call("write", names[i], row.ok() ? "ok" : history::failure(row), held_[names[i]].token, invoked);
-                settle_write(names[i], zombie, checkpoint, row);
+                settle_write(names[i], zombie, maybe_zombie, checkpoint, row);
             }
             if (!PQexitPipelineMode(c)) {
                 fatal("pipeline: " + conn_->error());
@@ -319,10 +325,11 @@ private:
         }
     }
 
-    void settle_write(const std::string& name, bool zombie, const Outcome& checkpoint, const Outcome& row)
+    void settle_write(const std::string& name, bool zombie, bool maybe_zombie, const Outcome& checkpoint,
+                      const Outcome& row)
     {
         const std::string token = std::to_string(held_[name].token);
-        zombie_attempts_ += zombie;
+        zombie_attempts_ += zombie || maybe_zombie;
         if (row.ok()) {
             if (checkpoint.get() != std::optional<std::string>("t"))
                 fatal("checkpoint of " + name + " under token " + token + " returned " +
@@ -335,8 +342,8 @@ private:
             }
         } else if (row.sqlstate() == "LF001") {
             ++write_rejected_;
-            note((zombie ? "zombie-rejected " : "fenced ") + name + " token " + token);
-            zombie_rejected_ += zombie;
+            note((zombie || maybe_zombie ? "zombie-rejected " : "fenced ") + name + " token " + token);
+            zombie_rejected_ += zombie || maybe_zombie;
             held_.erase(name);
         } else {
             fatal("write " + name + ": " + (checkpoint.ok() ? "" : "checkpoint " + checkpoint.sqlstate() + " " +

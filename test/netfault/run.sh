@@ -574,7 +574,11 @@ writer_case() {
     log_trial "writer $label 1 inserted=$inserted cut=$cut expires=$expires backend_exit=${gone:-alive} granted=${granted:-none} takeover_after_insert_ms=${took:-none} rows=$rows"
     echo "# writer, $label: lease expired $((expires - inserted)) ms after the insert, writer's backend ended $((${gone:-0} - inserted)) ms after it, taken over ${took:-never} ms after it"
     if [ "$bound" != 0 ]; then
-        [ -n "$granted" ] && [ "$granted" -ge "$expires" ] && [ -n "$gone" ] && [ "$granted" -ge "$gone" ] && [ "$took" -le "$bound" ]
+        # The disconnection line is logged after the backend has let go of
+        # its locks (log_disconnections runs at proc_exit, after shmem_exit
+        # aborted the transaction): the grant may precede it by a few ms, the
+        # more on a loaded machine. 100 ms of slack.
+        [ -n "$granted" ] && [ "$granted" -ge "$expires" ] && [ -n "$gone" ] && [ "$granted" -ge $((gone - 100)) ] && [ "$took" -le "$bound" ]
         verdict=$?
         report $verdict "writer, $label: taken over after the writer's transaction ended, within $bound ms of its last statement" \
             "granted ${granted:-never}, expiry $expires, backend exit ${gone:-never}, $took ms (bound $bound)"
@@ -672,10 +676,13 @@ helper_case() {
                               WHERE name = '$name' AND token = $token")
     history_line "old-$name" acquire "$name" granted "$token" "$acquire_invoke" "$acquire_complete" 3000 "${holder_expires:--}"
     history_line "old-$name" write "$name" ok "$token" "$write_invoke" "$write_complete"
+    # The holder's own expiry, read before anyone waits for the name: read
+    # after the waiter starts, it was the new grant's when the takeover came
+    # at once (a loaded machine, heartbeats late), and a takeover right at
+    # the expiry looked like one 3 s before it.
+    expires=$((${holder_expires:-0} / 1000))
     waited=$(now_us)
     waiter "$name" "$WORK/$name.new"
-    sleep 0.3
-    expires=$(ms "(SELECT expires_at FROM lease.leases WHERE name = '$name')")
     poll_until 10 grep -q '^lost ' "$out"
     wait_file 10 "$WORK/$name.new"
     log_takeover "$name" "$WORK/$name.new" "$waited"
@@ -687,7 +694,7 @@ helper_case() {
     [ -n "$lost" ] && [ "$lost" -lt "$expires" ]
     report $? "helper $lang: partitioned, it signals the loss before the lease could expire (from the last heartbeat that reached the server)" \
         "lost ${lost:-never}, expiry $expires; $(tail -5 "$WORK/$name.err")"
-    [ -n "$granted" ] && [ "$granted" -ge "$expires" ] && [ "$new_token" -gt "$token" ]
+    [ -n "$granted" ] && [ "$expires" -gt 0 ] && [ "$granted" -ge "$expires" ] && [ "$new_token" -gt "$token" ]
     report $? "helper $lang: its lease is taken over after its TTL, never before, with a larger token" \
         "granted ${granted:-never}, expiry $expires; tokens $token -> ${new_token:-none}"
     net_restore "$k"
