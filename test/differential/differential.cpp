@@ -20,7 +20,14 @@
 // its SQLSTATE -- must be the same on both databases; at the end, so must the
 // tables, and amcheck must find both intact.
 //
-// Usage: differential [--setup] [--seed N] [--steps N]
+// With --editions, the two databases are lease_extension (the C extension)
+// and lease_edition (the SQL edition, sql-edition/lease.sql, installed by a
+// database owner without superuser; docs/sql-edition.md), which
+// test/differential/run.sh --editions sets up; the workload is then the calls
+// the SQL edition builds, without what docs/sql-edition.md lists as
+// differing by design (a fenced write under REPEATABLE READ or SERIALIZABLE).
+//
+// Usage: differential [--setup] [--editions] [--trace] [--seed N] [--steps N]
 // It runs on past --steps (up to four times as many) until the workload has
 // reached every outcome it compares (compared_outcomes).
 // Connection settings come from the libpq environment; PGDATABASE is ignored.
@@ -28,6 +35,7 @@
 
 #include "../common/pq.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -58,16 +66,24 @@ constexpr const char* compared_outcomes[] = {"ERROR 25006", "ERROR 40001", "ERRO
                                              "acquire ok",  "heartbeat ok", "release ok",  "kill",
                                              "idempotency ok", "ERROR LF001", "ERROR LF002"};
 
-bool reached_all(const std::map<std::string, int>& outcomes_seen)
+// The same for the two editions: the SQL edition has no DBA changes in the
+// workload, no idempotency keys and no sessions yet.
+constexpr const char* compared_outcomes_editions[] = {
+    "ERROR 25006", "ERROR 40001", "ERROR 55P03",     "ERROR 42501", "ERROR LF001", "acquire ok", "heartbeat ok",
+    "release ok",  "revoke ok",   "fenced_write ok", "kill"};
+
+bool reached_all(const std::vector<std::string>& wanted, const std::map<std::string, int>& outcomes_seen)
 {
-    for (const char* wanted : compared_outcomes)
-        if (outcomes_seen.count(wanted) == 0)
+    for (const std::string& outcome : wanted)
+        if (outcomes_seen.count(outcome) == 0)
             return false;
     return true;
 }
 
 struct Options {
     bool setup = false;
+    bool editions = false;
+    bool trace = false;  // print every step and its outcomes
     unsigned seed = std::random_device{}();
     int steps = 3000;
 };
@@ -95,7 +111,7 @@ std::string outcome_text(const Outcome& o)
 
 class Side {
 public:
-    explicit Side(std::string database) : database_(std::move(database))
+    Side(std::string database, bool editions) : database_(std::move(database)), editions_(editions)
     {
         for (int c = 0; c < connections_per_side; ++c)
             connect(c);
@@ -107,7 +123,7 @@ public:
         std::string setup = "SET lock_timeout = '100ms'; SET statement_timeout = '10s'";
         // Connection 1 forgets a finished key on its next begin (no retention),
         // the others keep it: both paths delete and keep keys.
-        if (c == 1)
+        if (c == 1 && !editions_)
             setup += "; SET lease.idempotency_retention = '0'";
         if (c == connections_per_side - 1)
             setup += std::string("; SET ROLE ") + app_role;
@@ -139,14 +155,36 @@ public:
 
     const std::string& database() const { return database_; }
 
+    // The next token the database's sequence gives.
+    long long next_token()
+    {
+        return std::stoll(pqtest::scalar(control(), "SELECT last_value + is_called::int FROM lease.fencing_token_seq"));
+    }
+
+    // Moves the sequence on so that the next token it gives is next.
+    void skip_tokens_to(long long next)
+    {
+        pqtest::must(control(), "SELECT pg_catalog.setval('lease.fencing_token_seq', $1::bigint - 1)",
+                     {std::to_string(next)});
+    }
+
 private:
+    Connection& control()
+    {
+        if (!control_)
+            control_.reset(new Connection("dbname=" + database_ + " application_name=differential-control"));
+        return *control_;
+    }
+
     std::string database_;
+    bool editions_;
+    std::unique_ptr<Connection> control_;
     std::vector<std::unique_ptr<Connection>> connections_;
 };
 
 class Workload {
 public:
-    explicit Workload(unsigned seed) : random_(seed) {}
+    Workload(unsigned seed, bool editions) : random_(seed), editions_(editions) {}
 
     Step next()
     {
@@ -158,19 +196,29 @@ public:
         if (in_transaction_[c] && pick(4) == 0) {
             step.sql = pick(3) == 0 ? "ROLLBACK" : "COMMIT";
             in_transaction_[c] = false;
+            snapshot_isolation_[c] = false;
             step.kind = "transaction";
         } else if (roll < 15 && !in_transaction_[c]) {
             static const char* levels[] = {"READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"};
             // The snapshot is taken at once, so that the others' changes
             // from here on are ones it does not see.
-            step.sql = std::string("BEGIN ISOLATION LEVEL ") + levels[pick(3)] + (pick(5) == 0 ? " READ ONLY" : "") +
+            const int level = pick(3);
+            step.sql = std::string("BEGIN ISOLATION LEVEL ") + levels[level] + (pick(5) == 0 ? " READ ONLY" : "") +
                        "; SELECT count(*) FROM lease.leases";
             in_transaction_[c] = true;
+            snapshot_isolation_[c] = level > 0;
             step.kind = "transaction";
         } else if (roll < 12) {
             step.sql = "SELECT count(*) FROM lease.leases";
             step.kind = "snapshot";
-        } else if (pick(5) == 0) {
+        } else if (editions_ && (roll >= 70 && roll < 82)) {
+            // No sessions in the SQL edition: a fenced write instead, or a
+            // read of the state outside snapshot-isolated transactions.
+            return fenced_write_or_read(step);
+        } else if (editions_ && roll >= 84 && roll < 97) {
+            // No DBA changes: the SQL edition's tables are its owner's.
+            return fenced_write_or_read(step);
+        } else if (pick(5) == 0 && !editions_) {
             // An idempotency key's calls, in place of a fifth of the others.
             const std::string k = key();
             const int call = pick(4);
@@ -200,7 +248,8 @@ public:
                 "SELECT lease.lease_acquire_shared($1::text, $2::text, '1 hour')",
                 "SELECT lease.semaphore_acquire($1::text, $2::text, 2, '1 hour')",
             };
-            step.sql = acquires[pick(4)];
+            // The SQL edition has no shared grants or permits yet.
+            step.sql = acquires[editions_ ? 0 : pick(4)];
             step.params = {name(), owner()};
             step.kind = "acquire";
         } else if (roll < 45) {
@@ -219,6 +268,8 @@ public:
             step.params = {name()};
             step.kind = "revoke";
         } else if (roll < 70) {
+            if (editions_)
+                return fenced_write_or_read(step);
             const std::string n = name();
             step.sql = "SELECT lease.fenced_write($1::text, $2::bigint)";
             step.params = {n, token(n)};
@@ -278,6 +329,7 @@ public:
         } else if (roll < 99) {
             step.sql = "KILL";
             in_transaction_[c] = false;
+            snapshot_isolation_[c] = false;
             step.kind = "kill";
         } else {
             step.sql = "SELECT lease.prune('0')";
@@ -291,7 +343,7 @@ public:
     void learn(const Step& step, const Outcome& o)
     {
         if (!o.ok() && o.connection_lost())
-            in_transaction_[step.connection] = false;
+            in_transaction_[step.connection] = snapshot_isolation_[step.connection] = false;
         if (!o.ok() || o.rows() != 1 || o.is_null(0, 0))
             return;
         if (step.kind == "idempotency" && o.columns() == 3 && !o.is_null(0, 1))
@@ -304,6 +356,26 @@ public:
     }
 
 private:
+    // Between the editions, a fenced write in a transaction whose snapshot
+    // is older than the statement differs by design (docs/sql-edition.md,
+    // "Isolation"): the extension fences against the latest lease state, the
+    // SQL edition raises 40001 when the lease changed since the snapshot.
+    // There the step reads the lease's row instead.
+    Step fenced_write_or_read(Step step)
+    {
+        const std::string n = name();
+        if (snapshot_isolation_[step.connection]) {
+            step.sql = "SELECT owner, token, role::text, expires_at > now() FROM lease.leases WHERE name = $1::text";
+            step.params = {n};
+            step.kind = "snapshot";
+        } else {
+            step.sql = "SELECT lease.fenced_write($1::text, $2::bigint)";
+            step.params = {n, token(n)};
+            step.kind = "fenced_write";
+        }
+        return step;
+    }
+
     int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(random_); }
     // Half the calls go to one name, so that transactions meet each other's
     // changes of it.
@@ -321,15 +393,26 @@ private:
     std::string session() { return sessions_.empty() || pick(10) == 0 ? "999" : sessions_[pick(static_cast<int>(sessions_.size()))]; }
 
     std::mt19937 random_;
+    bool editions_;
     bool in_transaction_[connections_per_side] = {};
+    bool snapshot_isolation_[connections_per_side] = {};
     std::map<std::string, std::vector<std::string>> tokens_;
     std::vector<std::string> sessions_;
 };
 
 // The lease state of a database, as text that must be equal on both sides.
-std::string final_state(const std::string& database)
+std::string final_state(const std::string& database, bool editions)
 {
     Connection conn("dbname=" + database);
+    if (editions)
+        return pqtest::scalar(
+            conn,
+            "SELECT concat_ws(E'\\n',"
+            "  (SELECT string_agg(concat_ws('|', name, owner, token, role, session, expires_at > now()), ';'"
+            "                     ORDER BY name) FROM lease.leases),"
+            "  (SELECT string_agg(concat_ws('|', event, name, token, owner, role, session), ';'"
+            "                     ORDER BY name, token, event, owner) FROM lease.history),"
+            "  (SELECT last_value FROM lease.fencing_token_seq))");
     return pqtest::scalar(
         conn,
         "SELECT concat_ws(E'\\n',"
@@ -345,10 +428,17 @@ std::string final_state(const std::string& database)
         "  (SELECT last_value FROM lease.fencing_token_seq))");
 }
 
-std::string amcheck(const std::string& database)
+std::string amcheck(const std::string& database, bool editions)
 {
     Connection conn("dbname=" + database);
     pqtest::must(conn, "CREATE EXTENSION IF NOT EXISTS amcheck");
+    if (editions)
+        return pqtest::scalar(
+            conn,
+            "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
+            "                      (SELECT count(*) FROM verify_heapam('lease.history')), 0,"
+            "                      (SELECT count(bt_index_check(indexrelid, true)) FROM pg_catalog.pg_index"
+            "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass)))");
     return pqtest::scalar(
         conn,
         "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
@@ -388,29 +478,55 @@ int main(int argc, char** argv)
         const std::string arg = argv[i];
         if (arg == "--setup")
             options.setup = true;
+        else if (arg == "--editions")
+            options.editions = true;
+        else if (arg == "--trace")
+            options.trace = true;
         else if (arg == "--seed" && i + 1 < argc)
             options.seed = static_cast<unsigned>(std::stoul(argv[++i]));
         else if (arg == "--steps" && i + 1 < argc)
             options.steps = std::stoi(argv[++i]);
         else {
-            std::cerr << "usage: differential [--setup] [--seed N] [--steps N]\n";
+            std::cerr << "usage: differential [--setup] [--editions] [--trace] [--seed N] [--steps N]\n";
             return 2;
         }
     }
     std::cout << "# differential: seed " << options.seed << ", " << options.steps
               << " steps (replay with --seed " << options.seed << ")\n";
+    if (options.setup && options.editions) {
+        std::cerr << "differential: run.sh --editions sets up the two editions' databases\n";
+        return 2;
+    }
     if (options.setup)
         setup(std::string("SELECT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '") + app_role + "')");
 
-    Side direct("lease_direct"), sql("lease_sql");
-    Workload workload(options.seed);
+    // With --editions, "direct" is the extension and "sql" the SQL edition.
+    const std::string database_a = options.editions ? "lease_extension" : "lease_direct";
+    const std::string database_b = options.editions ? "lease_edition" : "lease_sql";
+    const char* const side_a = options.editions ? "extension" : "direct";
+    const char* const side_b = options.editions ? "SQL edition" : "sql";
+    Side direct(database_a, options.editions), sql(database_b, options.editions);
+    Workload workload(options.seed, options.editions);
+    const std::vector<std::string> wanted =
+        options.editions ? std::vector<std::string>(std::begin(compared_outcomes_editions),
+                                                    std::end(compared_outcomes_editions))
+                         : std::vector<std::string>(std::begin(compared_outcomes), std::end(compared_outcomes));
     std::map<std::string, int> outcomes_seen;
     std::vector<std::string> differences;
     int steps_run = 0;
-    for (; (steps_run < options.steps || (!reached_all(outcomes_seen) && steps_run < 4 * options.steps)) &&
+    for (; (steps_run < options.steps || (!reached_all(wanted, outcomes_seen) && steps_run < 4 * options.steps)) &&
            differences.size() < 5;
          ++steps_run) {
         const Step step = workload.next();
+        if (options.trace)
+            std::cout << "# step " << steps_run << ", connection " << step.connection << ": " << step.sql
+                      << [&] {
+                             std::string params;
+                             for (const Param& p : step.params)
+                                 params += " " + p.value_or("NULL");
+                             return params.empty() ? std::string() : " [" + params + " ]";
+                         }()
+                      << "\n";
         if (step.sql == "KILL") {
             direct.kill(step.connection);
             sql.kill(step.connection);
@@ -419,7 +535,21 @@ int main(int argc, char** argv)
         }
         const Outcome on_direct = direct.run(step);
         const Outcome on_sql = sql.run(step);
+        if (options.editions) {
+            // A call can take a token and then fail (a lock timeout after
+            // nextval); the editions take the token at different points, so
+            // one may skip a number the other does not. Tokens must only
+            // increase: both sequences go on from the larger one, and tokens
+            // are compared by value.
+            const long long next_a = direct.next_token(), next_b = sql.next_token();
+            if (next_a != next_b) {
+                ++outcomes_seen["tokens skipped by one edition"];
+                (next_a < next_b ? direct : sql).skip_tokens_to(std::max(next_a, next_b));
+            }
+        }
         const std::string a = outcome_text(on_direct), b = outcome_text(on_sql);
+        if (options.trace)
+            std::cout << "#   " << side_a << " " << a << ", " << side_b << " " << b << "\n";
         ++outcomes_seen[on_direct.ok() ? step.kind + " ok" : "ERROR " + on_direct.sqlstate()];
         if (a != b) {
             std::string params;
@@ -427,12 +557,12 @@ int main(int argc, char** argv)
                 params += " " + p.value_or("NULL");
             differences.push_back("step " + std::to_string(steps_run) + ", connection " +
                                   std::to_string(step.connection) + ": " + step.sql + " [" + params +
-                                  " ]: direct " + a + ", sql " + b);
+                                  " ]: " + side_a + " " + a + ", " + side_b + " " + b);
         }
         workload.learn(step, on_direct);
     }
 
-    std::cout << "# outcomes on the direct path:";
+    std::cout << "# outcomes on the " << side_a << " side:";
     for (const auto& [outcome, count] : outcomes_seen)
         std::cout << " " << outcome << " x" << count << ";";
     std::cout << "\n";
@@ -449,19 +579,20 @@ int main(int argc, char** argv)
     std::string difference_text;
     for (const std::string& d : differences)
         difference_text += d + "\n#   ";
+    const std::string both = options.editions ? "in both editions" : "on both paths";
     check(differences.empty(),
-          "every one of " + std::to_string(steps_run) + " steps gave the same value or SQLSTATE on both paths",
+          "every one of " + std::to_string(steps_run) + " steps gave the same value or SQLSTATE " + both,
           difference_text);
 
     // The workload reached what it is there to compare: without these, equal
     // outcomes would prove little.
     std::string reached, missing;
-    for (const char* wanted : compared_outcomes) {
-        const auto found = outcomes_seen.find(wanted);
+    for (const std::string& outcome : wanted) {
+        const auto found = outcomes_seen.find(outcome);
         if (found == outcomes_seen.end())
-            missing += std::string(" ") + wanted;
+            missing += " " + outcome;
         else
-            reached += std::string(" ") + wanted + " x" + std::to_string(found->second);
+            reached += " " + outcome + " x" + std::to_string(found->second);
     }
     check(missing.empty(), "the workload reached every outcome it compares:" + reached, "never reached:" + missing);
 
@@ -469,13 +600,18 @@ int main(int argc, char** argv)
         direct.kill(c);
         sql.kill(c);
     }
-    const std::string state_direct = final_state("lease_direct"), state_sql = final_state("lease_sql");
-    check(state_direct == state_sql,
-          "the leases, sessions, history, holders, idempotency keys and token sequence end equal on both paths",
-          "direct:\n" + state_direct + "\nsql:\n" + state_sql);
-    const std::string check_direct = amcheck("lease_direct"), check_sql = amcheck("lease_sql");
-    check(check_direct.rfind("0 0 0 ", 0) == 0 && check_sql.rfind("0 0 0 ", 0) == 0,
-          "amcheck finds both databases intact (direct " + check_direct + ", sql " + check_sql + ")", "");
+    const std::string state_a = final_state(database_a, options.editions),
+                      state_b = final_state(database_b, options.editions);
+    check(state_a == state_b,
+          options.editions ? "the leases, history and token sequence end equal in both editions"
+                           : "the leases, sessions, history, holders, idempotency keys and token sequence end equal on "
+                             "both paths",
+          std::string(side_a) + ":\n" + state_a + "\n" + side_b + ":\n" + state_b);
+    const std::string check_a = amcheck(database_a, options.editions), check_b = amcheck(database_b, options.editions);
+    check(check_a.rfind("0 0 0 ", 0) == 0 && check_b.rfind("0 0 0 ", 0) == 0,
+          "amcheck finds both databases intact (" + std::string(side_a) + " " + check_a + ", " + side_b + " " +
+              check_b + ")",
+          "");
 
     std::cout << "differential: " << passed << " passed, " << failed << " failed\n";
     return failed == 0 ? 0 : 1;

@@ -7,6 +7,11 @@
 # SQL (lease.force_sql_path). Replay a run with --seed N (or DIFFERENTIAL_SEED);
 # more steps: --steps N.
 #
+# With --editions (first argument), the same, with the C extension in one
+# database and the SQL edition (sql-edition/lease.sql, installed with psql -f
+# by a database owner without superuser; docs/sql-edition.md) in the other,
+# on the calls the SQL edition builds.
+#
 # Prints TAP-style lines and "differential: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -25,7 +30,28 @@ fi
 
 cluster_start || { echo "differential: 0 passed, 1 failed"; exit 1; }
 
-test/differential/differential --setup "${SEED_ARGS[@]}" "$@"
+if [ "${1:-}" = "--editions" ]; then
+    if ! psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+CREATE ROLE differential_app;
+CREATE ROLE differential_owner LOGIN CREATEROLE CREATEDB;
+CREATE DATABASE lease_extension;
+CREATE DATABASE lease_edition OWNER differential_owner;
+\c lease_extension
+CREATE EXTENSION lease;
+GRANT USAGE ON SCHEMA lease TO differential_app;
+SQL
+    then
+        echo "differential: 0 passed, 1 failed"
+        exit 1
+    fi
+    if ! psql -X -q -v ON_ERROR_STOP=1 -U differential_owner -d lease_edition -f sql-edition/lease.sql >/dev/null; then
+        echo "differential: 0 passed, 1 failed"
+        exit 1
+    fi
+    test/differential/differential "${SEED_ARGS[@]}" "$@"
+else
+    test/differential/differential --setup "${SEED_ARGS[@]}" "$@"
+fi
 rc=$?
 if [ $rc -ne 0 ]; then
     echo "# server log (tail):"
