@@ -906,11 +906,12 @@ BEGIN
     END IF;
     IF NOT FOUND THEN
         msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
+    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
+        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
+        detail := 'A lease''s tokens only grow and are all positive, so this token did not come from a grant of this lease: a token of another lease, or a corrupted one.';
     ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
         msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
         detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
-    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
-        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
     ELSIF cur_owner IS NULL THEN
         msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
     ELSIF cur_session IS NOT NULL AND NOT lease._live(cur_expires, cur_session, pg_catalog.clock_timestamp()) THEN
