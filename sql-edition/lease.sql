@@ -1663,6 +1663,249 @@ SELECT l.name,
 COMMENT ON VIEW lease.status IS
     'Leases at a glance: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant.';
 
+-- Idempotency keys (docs/concepts.md, "Idempotency keys"; docs/sql-edition.md,
+-- "Idempotency keys"). ------------------------------------------------------
+-- One row per key. An execution holds the lease named by the key; its token
+-- is the row's token. Every begin, completion and failure of a key takes the
+-- key's fence lock (a begin only tries it), so they are ordered.
+
+CREATE TABLE lease.idempotency_keys (
+    key         text        NOT NULL PRIMARY KEY,
+    fingerprint text        NOT NULL,
+    status      text        NOT NULL,
+    token       bigint,
+    result      jsonb,
+    owner       text,
+    role        regrole,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz
+);
+
+COMMENT ON TABLE lease.idempotency_keys IS
+    'Idempotency keys: status running, completed, failed (final) or retryable (free again); result is the result or error. Kept for lease.idempotency_retention after finishing.';
+
+-- lease.idempotency_retention (default 1 day), a superuser setting in the
+-- extension. SQL cannot keep an application from setting a placeholder
+-- setting, so the edition honours it only in an admin's connection (the
+-- owner's, a superuser's): elsewhere the default holds, and an application
+-- cannot make a completed key be forgotten sooner.
+CREATE FUNCTION lease._idempotency_retention()
+RETURNS interval
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    value text := pg_catalog.current_setting('lease.idempotency_retention', true);
+    retention interval;
+BEGIN
+    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' OR NOT lease._is_admin(lease._caller()) THEN
+        RETURN '1 day';
+    END IF;
+    BEGIN
+        retention := value::interval;
+    EXCEPTION WHEN OTHERS THEN
+        retention := NULL;
+    END;
+    IF retention IS NULL OR pg_catalog.date_part('epoch'::text, retention) OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('lease.idempotency_retention must be a non-negative interval, not "%s"', value);
+    END IF;
+    RETURN retention;
+END $$;
+
+CREATE FUNCTION lease.idempotency_begin(key text, fingerprint text, owner text, ttl interval DEFAULT '20 seconds')
+RETURNS TABLE (status text, token bigint, result jsonb)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal interval;
+    caller regrole := lease._caller();
+    name_key integer;
+    locked boolean;
+    now timestamptz;
+    k lease.idempotency_keys%ROWTYPE;
+    found_key boolean;
+    l lease.leases%ROWTYPE;
+    tok bigint;
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_begin()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    IF fingerprint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
+    END IF;
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    name_key := lease._name_key(key);
+    -- The fence lock is kept only when this begin starts an execution: every
+    -- other answer rolls back the block that took it.
+    BEGIN
+        locked := pg_catalog.pg_try_advisory_xact_lock(19526, name_key);
+        now := pg_catalog.clock_timestamp();
+        SELECT x.* INTO k FROM lease.idempotency_keys AS x WHERE x.key OPERATOR(pg_catalog.=) idempotency_begin.key;
+        found_key := FOUND;
+        IF found_key AND locked AND k.finished_at IS NOT NULL AND k.status OPERATOR(pg_catalog.<>) 'running'
+           AND now OPERATOR(pg_catalog.-) k.finished_at OPERATOR(pg_catalog.>=) lease._idempotency_retention() THEN
+            DELETE FROM lease.idempotency_keys AS x WHERE x.key OPERATOR(pg_catalog.=) idempotency_begin.key;
+            found_key := false;
+        END IF;
+        IF found_key AND k.fingerprint OPERATOR(pg_catalog.<>) (fingerprint COLLATE "C") THEN
+            RAISE EXCEPTION USING ERRCODE = 'LF002',
+                MESSAGE = pg_catalog.format('idempotency key "%s" was used with another fingerprint', key),
+                DETAIL = 'A key stands for one request; a different request needs a different key.';
+        END IF;
+        status := 'in_progress';
+        IF found_key AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed']) THEN
+            status := k.status;
+            result := k.result;
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        IF NOT locked THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        -- The key's lease may be held outside the key (lease_acquire of the
+        -- same name) or waited for: then the key is in progress too.
+        SELECT x.* INTO l FROM lease.leases AS x WHERE x.name OPERATOR(pg_catalog.=) idempotency_begin.key;
+        IF FOUND AND l.owner IS NOT NULL AND lease._live(l.expires_at, l.session, now) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        IF NOT pg_catalog.pg_try_advisory_lock(19537, name_key) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        PERFORM pg_catalog.pg_advisory_unlock(19537, name_key);
+        tok := lease._try_grant(key, owner, normal, caller);
+        IF tok IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        INSERT INTO lease.idempotency_keys AS x (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
+        VALUES (key, fingerprint, 'running', tok, NULL, owner, caller, now, NULL)
+        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
+           SET fingerprint = EXCLUDED.fingerprint, status = 'running', token = EXCLUDED.token, result = NULL,
+               owner = EXCLUDED.owner, role = EXCLUDED.role, started_at = EXCLUDED.started_at, finished_at = NULL;
+        status := 'started';
+        token := tok;
+        result := NULL;
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        NULL;
+    END;
+    RETURN NEXT;
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_begin(text, text, text, interval) IS
+    'Begins the request a key stands for: started (execute it, under the returned token), completed (the stored result), in_progress or failed (the stored error). Another fingerprint is LF002.';
+
+-- Ends the running execution under token: its writes' fence, then the key's
+-- row, then the key's lease, all in the caller's transaction.
+CREATE FUNCTION lease._finish_execution(key text, token bigint, status text, result jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    l lease.leases%ROWTYPE;
+BEGIN
+    PERFORM lease.fenced_write(key, token);
+    now := pg_catalog.clock_timestamp();
+    UPDATE lease.idempotency_keys AS x
+       SET status = _finish_execution.status, result = _finish_execution.result, finished_at = now
+     WHERE x.key OPERATOR(pg_catalog.=) _finish_execution.key
+       AND x.token OPERATOR(pg_catalog.=) _finish_execution.token
+       AND x.status OPERATOR(pg_catalog.=) 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF001',
+            MESSAGE = pg_catalog.format('fencing token %s is not the running execution of idempotency key "%s"', token, key);
+    END IF;
+    SELECT x.* INTO l FROM lease.leases AS x WHERE x.name OPERATOR(pg_catalog.=) _finish_execution.key;
+    IF FOUND AND l.token OPERATOR(pg_catalog.=) _finish_execution.token AND l.owner IS NOT NULL THEN
+        UPDATE lease.leases AS x
+           SET owner = NULL, expires_at = LEAST(x.expires_at, now), session = NULL
+         WHERE x.name OPERATOR(pg_catalog.=) _finish_execution.key
+           AND x.token OPERATOR(pg_catalog.=) _finish_execution.token
+           AND x.owner IS NOT NULL;
+        IF FOUND THEN
+            PERFORM lease._history('released', key, token, l.owner, l.role, l.session);
+            PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+            PERFORM lease._wake_line(key);
+        END IF;
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.idempotency_complete(key text, token bigint, result jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_complete()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    PERFORM lease._check_token(token);
+    IF result IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'result must not be NULL';
+    END IF;
+    PERFORM lease._finish_execution(key, token, 'completed', result);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_complete(text, bigint, jsonb) IS
+    'Completes the running execution under token (LF001 otherwise), storing its result; commits with the transaction''s writes.';
+
+CREATE FUNCTION lease.idempotency_fail(key text, token bigint, error jsonb, retryable boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_fail()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    PERFORM lease._check_token(token);
+    IF error IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'error must not be NULL';
+    END IF;
+    IF retryable IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'retryable must not be NULL';
+    END IF;
+    -- A retryable failure frees the key at once; another is final, like a completion.
+    PERFORM lease._finish_execution(key, token, CASE WHEN retryable THEN 'retryable' ELSE 'failed' END, error);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_fail(text, bigint, jsonb, boolean) IS
+    'Fails the running execution under token (LF001 otherwise): a retryable failure frees the key at once, another is final and stored.';
+
+-- lease_heartbeat of the key's lease, as the extension's (the same C entry
+-- point there: the same messages).
+CREATE FUNCTION lease.idempotency_heartbeat(key text, token bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN lease.lease_heartbeat(key, token, ttl);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_heartbeat(text, bigint, interval) IS
+    'Extends a long execution''s lease, as lease_heartbeat(key, token, ttl).';
+
+CREATE FUNCTION lease.prune_idempotency()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+    retention interval;
+BEGIN
+    PERFORM lease._require_writable('lease.prune_idempotency()');
+    retention := lease._idempotency_retention();     -- a bad setting fails whether or not any key is finished
+    DELETE FROM lease.idempotency_keys AS x
+     WHERE x.status OPERATOR(pg_catalog.<>) 'running'
+       AND x.finished_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) retention);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+COMMENT ON FUNCTION lease.prune_idempotency() IS
+    'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -1685,4 +1928,9 @@ GRANT EXECUTE ON FUNCTION lease._check_name(text, text), lease._check_token(bigi
 GRANT SELECT ON lease.sessions TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.session_open(text, interval, boolean), lease.session_keepalive(bigint, interval),
     lease.session_close(bigint), lease.session_acquire(bigint, text, interval) TO PUBLIC;
+-- Idempotency keys: read by anyone; prune_idempotency is an admin's.
+GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
+    lease.idempotency_complete(text, bigint, jsonb), lease.idempotency_fail(text, bigint, jsonb, boolean),
+    lease.idempotency_heartbeat(text, bigint, interval) TO PUBLIC;
 COMMIT;

@@ -16,7 +16,7 @@ BEGIN;
 
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
-LOCK TABLE lease.leases, lease.history, lease.sessions IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE lease.leases, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -43,6 +43,11 @@ SELECT id, owner, role, ttl, opened_at, renewed_at, expires_at,
        CASE WHEN bound_pid IS NOT NULL THEN COALESCE(closed_at, pg_catalog.clock_timestamp()) ELSE closed_at END,
        bound_pid
   FROM lease_sqled.sessions;
+
+-- Idempotency keys as they are.
+INSERT INTO lease.idempotency_keys (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
+SELECT key, fingerprint, status, token, result, owner, role, started_at, finished_at
+  FROM lease_sqled.idempotency_keys;
 
 -- Session ids are never reused.
 SELECT pg_catalog.setval('lease.session_id_seq', s.last_value, true)

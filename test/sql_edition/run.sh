@@ -55,8 +55,8 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune"}
 
 ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
 # judge DESCRIPTION DIFF NAME: a file passes when DIFF (the diff of its
@@ -180,6 +180,7 @@ DROP SCHEMA lease CASCADE;
 RESET client_min_messages;
 \set ECHO all
 SQL
+cp "$WORK/uninstall.sql" "$WORK/uninstall-cascade.sql"
 # PL/pgSQL's CONTEXT lines for errors raised in functions of schema lease
 # (and the SQL statement lines that follow them) are the one difference the
 # comparison ignores.
@@ -191,11 +192,13 @@ normalise() {
 }
 for t in $REGRESS_FILES; do
     sed -e "s|^CREATE EXTENSION lease;\$|\\\\i $WORK/install.sql|" \
-        -e "s|^DROP EXTENSION lease;\$|\\\\i $WORK/uninstall.sql|" "sql/$t.sql" >"$WORK/regress/$t.sql"
+        -e "s|^DROP EXTENSION lease;\$|\\\\i $WORK/uninstall.sql|" \
+        -e "s|^DROP EXTENSION lease CASCADE;\$|\\\\i $WORK/uninstall-cascade.sql|" "sql/$t.sql" >"$WORK/regress/$t.sql"
     PGTZ=PST8PDT PGDATESTYLE='Postgres, MDY' PGOPTIONS='-c intervalstyle=postgres_verbose' \
         psql -X -a -q -U lease_owner -d contrib_regression -f "$WORK/regress/$t.sql" >"$WORK/regress/$t.raw" 2>&1
     sed -e "s|^\\\\i $WORK/install.sql\$|CREATE EXTENSION lease;|" \
         -e "s|^\\\\i $WORK/uninstall.sql\$|DROP EXTENSION lease;|" \
+        -e "s|^\\\\i $WORK/uninstall-cascade.sql\$|DROP EXTENSION lease CASCADE;|" \
         -e "s|^psql:$WORK/regress/$t.sql:[0-9]*: ||" -e '/^\\set ECHO none$/d' "$WORK/regress/$t.raw" | normalise >"$WORK/regress/$t.out"
     diff -u "expected/$t.out" "$WORK/regress/$t.out" | tail -n +3 >"$WORK/regress/$t.diff"
     judge "regress $t: sql/$t.sql gives expected/$t.out" "$WORK/regress/$t.diff" "$t"
@@ -518,6 +521,64 @@ SQL
 )
 report "$([ "$out" = "0 f 1 t 1 " ]; echo $?)" "sessions: a rolled-back bound open leaves no session, and its lock goes at the next bound open" "$out"
 
+# Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
+# errors of sql/idempotency.sql, statement for statement as
+# expected/idempotency.out gives them (that file as a whole needs SET ROLE to
+# a role lease_owner created, allow, and a superuser-only setting).
+idem_bad=$(grep -E '^ SELECT (\* FROM )?lease\.idempotency_(begin|complete|fail|heartbeat)\(.*\| 22' expected/idempotency.out)
+got=""
+want=""
+while IFS='|' read -r stmt outcome; do
+    stmt=$(sed -E 's/^ +//; s/ +$//' <<<"$stmt")
+    want+="$stmt|${outcome# }~"
+    got+="$stmt|$(q -c "DO \$d\$ BEGIN EXECUTE \$s\$$stmt\$s\$; RAISE NOTICE 'ok'; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '%: %', SQLSTATE, SQLERRM; END \$d\$" 2>&1 |
+                  sed -n 's/^NOTICE:  //p')~"
+done <<<"$idem_bad"
+report "$([ -n "$idem_bad" ] && [ "$got" = "$want" ]; echo $?)" \
+    "idempotency: bad input gets expected/idempotency.out's SQLSTATE and message ($(wc -l <<<"$idem_bad") statements)" \
+    "$(diff <(tr '~' '\n' <<<"$want") <(tr '~' '\n' <<<"$got"))"
+
+# An application's key: started, completed with its result, replayed;
+# another fingerprint LF002; a retryable failure starts again under a larger
+# token; a final one answers failed; a crashed executor's key is taken over
+# and the zombie's completion is LF001.
+out=$(app_script <<'SQL'
+SELECT status, token AS t FROM lease.idempotency_begin('id:1', 'fp', 'api-1') \gset
+SELECT :'status';
+SELECT lease.idempotency_complete('id:1', :t, '{"paid": 100}');
+SELECT status || ' ' || (token IS NULL) || ' ' || result FROM lease.idempotency_begin('id:1', 'fp', 'api-2');
+SELECT * FROM lease.idempotency_begin('id:1', 'other', 'api-1');
+SELECT status, token AS r FROM lease.idempotency_begin('id:2', 'fp', 'api-1') \gset
+SELECT lease.idempotency_fail('id:2', :r, '{"error": "timeout"}');
+SELECT status || ' ' || (token > :r) FROM lease.idempotency_begin('id:2', 'fp', 'api-2');
+SELECT status, token AS f FROM lease.idempotency_begin('id:3', 'fp', 'api-1') \gset
+SELECT lease.idempotency_fail('id:3', :f, '{"error": "declined"}', false);
+SELECT status || ' ' || result FROM lease.idempotency_begin('id:3', 'fp', 'api-2');
+SELECT status, token AS z FROM lease.idempotency_begin('id:4', 'fp', 'api-1', '100 ms') \gset
+SELECT status FROM lease.idempotency_begin('id:4', 'fp', 'api-2');
+SELECT pg_sleep(0.2);
+SELECT status || ' ' || (token > :z) FROM lease.idempotency_begin('id:4', 'fp', 'api-2');
+SELECT lease.idempotency_complete('id:4', :z, '{}');
+SQL
+)
+report "$([[ "$out" =~ ^started\ \ completed\ true\ \{\"paid\":\ 100\}\ ERROR:\ \ idempotency\ key\ \"id:1\"\ was\ used\ with\ another\ fingerprint\ DETAIL:\ .*\ started\ true\ \ failed\ \{\"error\":\ \"declined\"\}\ in_progress\ \ started\ true\ ERROR:\ \ stale\ fencing\ token ]]; echo $?)" \
+    "idempotency: begin, complete, replay, LF002, retryable and final failures, a crashed executor's key taken over" "$out"
+
+# lease.idempotency_retention is honoured in an admin's connection only: an
+# application's SET cannot make its begin forget a completed key; the
+# owner's can. prune_idempotency is not executable by PUBLIC.
+out=$(app_script <<'SQL'
+SELECT status, token AS t FROM lease.idempotency_begin('id:ret', 'fp', 'api-1') \gset
+SELECT lease.idempotency_complete('id:ret', :t, '{}');
+SET lease.idempotency_retention = '0';
+SELECT status FROM lease.idempotency_begin('id:ret', 'fp', 'api-1');
+SELECT lease.prune_idempotency();
+SQL
+)
+out+="~"$(q -c "SET lease.idempotency_retention = '0'" -c "SELECT status FROM lease.idempotency_begin('id:ret', 'fp', 'api-1')")
+report "$([[ "$out" =~ ^\ completed\ ERROR:\ \ permission\ denied\ for\ function\ prune_idempotency\ ~started$ ]]; echo $?)" \
+    "idempotency: an application's retention setting is ignored, the owner's is not; prune_idempotency is not executable by PUBLIC" "$out"
+
 # Read-only: every state change is 25006 before anything else, whatever its
 # arguments; the fence reads and works.
 out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
@@ -623,6 +684,7 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     app -c "SELECT lease.lease_acquire('mv', 'w', '1 hour')" -c "INSERT INTO moved VALUES (1, 1)" >/dev/null
     mv_session=$(app -c "SELECT lease.session_open('mvs', '1 hour')")
     mv_token=$(app -c "SELECT lease.session_acquire($mv_session, 'mv:s')")
+    app -c "SELECT lease.idempotency_complete('mv:key', token, '{\"moved\": true}') FROM lease.idempotency_begin('mv:key', 'fp', 'api')" >/dev/null
     as_owner -c "SELECT lease.lease_acquire('other', 'x', '1 hour')" -c "SELECT lease.lease_revoke('other')" >/dev/null
     before=$(q -c "SELECT max(last_value) FROM lease.fencing_token_seq")
     out=$(psql -X -q -v ON_ERROR_STOP=1 -d contrib_regression -f sql-edition/to-extension.sql 2>&1)
@@ -642,9 +704,10 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     out=$(app -c "SELECT owner || ' ' || token || ' ' || session || ' ' || state FROM lease.status WHERE name = 'mv:s'" \
               -c "SELECT lease.session_keepalive($mv_session)" -c "SELECT lease.fenced_write('mv:s', $mv_token)" \
               -c "SELECT lease.session_open('mvs2') > $mv_session" \
-              -c "SELECT lease.session_close($mv_session)" | tr '\n' ' ')
-    report "$([ "$out" = "mvs $mv_token $mv_session held t  t 1 " ]; echo $?)" \
-        "after the move, a session and its lease are the extension's: keepalive, fence and close work; session ids go on" "$out"
+              -c "SELECT lease.session_close($mv_session)" \
+              -c "SELECT status || ' ' || result FROM lease.idempotency_begin('mv:key', 'fp', 'api-2')" | tr '\n' ' ')
+    report "$([ "$out" = "mvs $mv_token $mv_session held t  t 1 completed {\"moved\": true} " ]; echo $?)" \
+        "after the move, a session and its lease are the extension's: keepalive, fence and close work; session ids go on; a completed idempotency key replays" "$out"
     psql -X -q -d contrib_regression -c "DROP TABLE moved" -c "DROP EXTENSION lease" >/dev/null 2>&1
 else
     echo "ok $((n + 1)) # skip moving to the extension: lease 1.4 is not installed on this machine"
