@@ -230,7 +230,7 @@ BEGIN
     IF lease._watched() THEN
         PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
             '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
-            pg_catalog.to_json(event)::text, pg_catalog.to_json(name)::text, COALESCE(token::text, 'null'),
+            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
             COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
             CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
     END IF;

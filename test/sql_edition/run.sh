@@ -399,6 +399,21 @@ report "$([ -n "$got" ] && [ "$got" = "$want" ] &&
 want:
 $want"
 
+# A session's events carry its id; session_closed has no name and no token.
+app -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/watch_session" 2>&1 &
+watch_pid=$!
+sleep 0.5
+sid=$(q -c "SELECT lease.session_open('sc', '1 minute')")
+q -c "SELECT lease.session_acquire($sid, 'ev:s')" -c "SELECT lease.session_close($sid)" >/dev/null
+wait "$watch_pid"
+got=$(grep -o 'payload ".*" received' "$WORK/watch_session" | sed 's/^payload "//; s/" received$//' | sed -E 's/"position": "[0-9]+\/([0-9]+)"/"position": "x\/\1"/')
+want=$(printf '%s\n' '{"event": "acquired", "name": "ev:s", "token": TOKEN, "owner": "sc", "session": SID, "position": "x/1", "value": null}' \
+                      '{"event": "session_closed", "name": null, "token": null, "owner": "sc", "session": SID, "position": "x/1"}' |
+       sed "s/SID/$sid/; s/TOKEN/$(q -c "SELECT token FROM lease.history WHERE name = 'ev:s'")/")
+report "$([ "$got" = "$want" ]; echo $?)" "events: a session's events carry its id; session_closed's payload has a null name and token" "$got
+want:
+$want"
+
 # expire_due (admin): reports each expired grant once and frees it; the next
 # grant reports nothing more.
 out=$(q -c "SELECT lease.lease_acquire('ex', 'w', '50 milliseconds') IS NOT NULL" -c "SELECT pg_sleep(0.1)" \
