@@ -521,6 +521,25 @@ report "$([ "$before" = "NULL t " ] && [ -z "$waited" ] && [[ "$got" =~ ^[0-9]+\
     "sessions: a bound session ends with its connection; its waiter gets the lease within 1 s of pg_terminate_backend" \
     "before: $before; waiter before the kill: '$waited'; waiter: $got (killed at $killed_at); after: $after"
 
+# A waiter behind a bound session's lease that nobody closes wakes at the
+# session's expiry (its wait for the session's lock is bounded by it).
+app -f - >"$WORK/bound2" 2>&1 <<'SQL' &
+SELECT lease.session_open('bound2', '1 second', true) AS s \gset
+SELECT lease.session_acquire(:s, 'bound:2');
+SELECT extract(epoch FROM expires_at) FROM lease.sessions WHERE id = :s;
+SELECT pg_sleep(4);
+SQL
+bound2_client=$!
+bound2_held() { [ "$(q -c "SELECT state FROM lease.status WHERE name = 'bound:2'")" = held ]; }
+wait_until 10 bound2_held
+out=$(q -c "SELECT coalesce(lease.lease_acquire('bound:2', 'waiter', '1 minute', '10 seconds')::text, 'NULL')
+                   || '|' || extract(epoch FROM clock_timestamp())")
+wait "$bound2_client"
+expiry=$(sed -n 2p "$WORK/bound2")
+report "$([[ "$out" =~ ^[0-9]+\|([0-9.]+)$ ]] &&
+          awk -v a="${BASH_REMATCH[1]}" -v e="$expiry" 'BEGIN { exit !(a > e && a - e < 0.5) }'; echo $?)" \
+    "sessions: a waiter behind a bound session's lease gets it at the session's expiry (token|returned)" "$out (the expiry: $expiry)"
+
 # A bound session_open that rolls back leaves no session; its lock, which SQL
 # cannot let go of at the rollback, goes at the backend's next bound open.
 out=$(app_script <<'SQL'
