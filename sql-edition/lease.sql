@@ -165,6 +165,20 @@ BEGIN
     END IF;
 END $$;
 
+CREATE FUNCTION lease._check_wait(wait interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF wait IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative';
+    END IF;
+END $$;
+
 -- A ttl as stored: microseconds only (a day is 24 hours, a month 30 days), so
 -- that clock_timestamp() + ttl is the same in every time zone. Positive, and
 -- small enough that now + ttl is a timestamp.
@@ -199,7 +213,8 @@ END $$;
 -- subtransaction takes back its events and its count alike), and, while any
 -- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
 -- with the extension's payload.
-CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole)
+CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole,
+                               session bigint DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -211,12 +226,12 @@ DECLARE
 BEGIN
     PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
-    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, NULL, role, xid, ordinal);
+    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
         PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": null, "position": "%s/%s"%s}',
-            pg_catalog.to_json(event)::text, pg_catalog.to_json(name)::text, COALESCE(token::text, 'null'),
-            COALESCE(pg_catalog.to_json(owner)::text, 'null'), xid, ordinal,
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
+            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
+            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
             CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
     END IF;
 END $$;
@@ -292,8 +307,10 @@ END $$;
 -- busy (held live by another owner, or its fence lock taken by an open
 -- fenced write, heartbeat, release, grant or revoke). The fence lock and the
 -- row lock are kept only on success: a busy answer rolls back the
--- subtransaction that took them (docs/sql-edition.md, "Locks").
-CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole)
+-- subtransaction that took them (docs/sql-edition.md, "Locks"). Under a
+-- session (session_acquire), the grant lives by the session: LF003 when the
+-- session is no longer live.
+CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole, session bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -301,6 +318,7 @@ AS $$
 DECLARE
     r lease.leases%ROWTYPE;
     found_row boolean;
+    live boolean;
     now timestamptz;
     tok bigint;
 BEGIN
@@ -311,7 +329,11 @@ BEGIN
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name FOR UPDATE;
         found_row := FOUND;
         now := pg_catalog.clock_timestamp();
-        IF found_row AND r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) now THEN
+        IF session IS NOT NULL AND NOT lease._session_live(session, now) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+        END IF;
+        live := found_row AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now);
+        IF live THEN
             IF r.owner OPERATOR(pg_catalog.<>) _try_grant.owner THEN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
@@ -323,20 +345,23 @@ BEGIN
         END IF;
         tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
         IF found_row THEN
-            IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.<=) now THEN
-                PERFORM lease._history('expired', name, r.token, r.owner, r.role);
+            IF r.owner IS NOT NULL AND NOT live THEN
+                PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
                 PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
                SET owner = _try_grant.owner, token = tok, ttl = _try_grant.ttl, acquired_at = now,
-                   renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) _try_grant.ttl,
-                   role = caller, session = NULL
+                   renewed_at = now,
+                   expires_at = CASE WHEN _try_grant.session IS NULL THEN now OPERATOR(pg_catalog.+) _try_grant.ttl
+                                     ELSE 'infinity' END,
+                   role = caller, session = _try_grant.session
              WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name;
         ELSE
             INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
-            VALUES (name, owner, tok, ttl, now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+            VALUES (name, owner, tok, ttl, now, now,
+                    CASE WHEN session IS NULL THEN now OPERATOR(pg_catalog.+) ttl ELSE 'infinity' END, caller, session);
         END IF;
-        PERFORM lease._history('acquired', name, tok, owner, caller);
+        PERFORM lease._history('acquired', name, tok, owner, caller, session);
         PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
         RETURN tok;
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -537,17 +562,15 @@ BEGIN
     PERFORM lease._await_wakers(false);
 END $$;
 
--- The API. --------------------------------------------------------------------
-
-CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
-                                    wait interval DEFAULT '0')
+-- A grant with a wait (arguments checked), for lease_acquire and, under a
+-- session, session_acquire: the token, or NULL when the wait ran out.
+CREATE FUNCTION lease._acquire(name text, owner text, normal interval, wait interval, caller regrole,
+                               session bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    normal interval;
-    caller regrole := lease._caller();
     key integer;
     started timestamptz := pg_catalog.clock_timestamp();
     deadline timestamptz;
@@ -556,19 +579,12 @@ DECLARE
     saved_timeout text;
     in_line boolean := false;
     holder text;
+    holder_session bigint;
+    holder_live boolean;
+    bound_key integer;
     tok bigint;
     next_expiry timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
-    normal := lease._ttl(ttl);
-    IF wait IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
-    END IF;
-    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative';
-    END IF;
     key := lease._name_key(name);
 
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
@@ -578,7 +594,7 @@ BEGIN
             RETURN NULL;
         END IF;
         PERFORM pg_catalog.pg_advisory_unlock(19537, key);
-        tok := lease._try_grant(name, owner, normal, caller);
+        tok := lease._try_grant(name, owner, normal, caller, session);
         IF tok IS NULL THEN
             PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
         END IF;
@@ -609,13 +625,35 @@ BEGIN
         PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
         WHILE in_line LOOP
             BEGIN
-                tok := lease._try_grant(name, owner, normal, caller);
+                tok := lease._try_grant(name, owner, normal, caller, session);
                 EXIT WHEN tok IS NOT NULL;
                 EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
-                SELECT l.owner, l.expires_at INTO holder, next_expiry
-                  FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name;
-                IF holder IS NOT NULL AND holder OPERATOR(pg_catalog.<>) owner
-                   AND next_expiry OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+                SELECT l.owner, l.expires_at, l.session INTO holder, next_expiry, holder_session
+                  FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _acquire.name;
+                holder_live := holder IS NOT NULL
+                               AND lease._live(next_expiry, holder_session, pg_catalog.clock_timestamp());
+                bound_key := NULL;
+                IF holder_live AND holder_session IS NOT NULL THEN
+                    -- A session's grant lives until the session's expiry, or
+                    -- while its bound backend holds the session's lock.
+                    SELECT s.expires_at, CASE WHEN s.bound_pid IS NOT NULL THEN lease._session_key(s.id) END
+                      INTO next_expiry, bound_key
+                      FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) holder_session;
+                END IF;
+                IF holder_live AND holder OPERATOR(pg_catalog.<>) owner AND bound_key IS NOT NULL THEN
+                    -- Held under a bound session: wait for its lock, which its
+                    -- backend lets go of when it exits, until the session's
+                    -- expiry, unless a release wakes us.
+                    BEGIN
+                        PERFORM pg_catalog.set_config('lock_timeout',
+                            lease._ms_until(LEAST(deadline, user_deadline, next_expiry)), true);
+                        PERFORM pg_catalog.pg_advisory_lock_shared(19522, bound_key);
+                        PERFORM pg_catalog.pg_advisory_unlock_shared(19522, bound_key);
+                        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                    EXCEPTION WHEN lock_not_available THEN
+                        NULL;
+                    END;
+                ELSIF holder_live AND holder OPERATOR(pg_catalog.<>) owner THEN
                     -- Held: sleep until its expiry, unless a release wakes us.
                     PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
                         LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
@@ -627,7 +665,7 @@ BEGIN
                         PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
                         PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
                         PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-                        tok := lease._try_grant(name, owner, normal, caller);
+                        tok := lease._try_grant(name, owner, normal, caller, session);
                         IF tok IS NULL THEN
                             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
                         END IF;
@@ -658,6 +696,23 @@ BEGIN
     END IF;
     PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
     RETURN NULL;
+END $$;
+
+CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
+                                    wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    RETURN lease._acquire(name, owner, normal, wait, lease._caller(), NULL);
 END $$;
 
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
@@ -700,12 +755,15 @@ BEGIN
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
-           OR r.expires_at OPERATOR(pg_catalog.<=) now THEN
+           OR NOT lease._live(r.expires_at, r.session, now) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
         IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
            AND NOT lease._is_admin(caller) THEN
             RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+        END IF;
+        IF r.session IS NOT NULL THEN
+            RETURN true;        -- a session's grant lives by its session: live, unchanged
         END IF;
         UPDATE lease.leases AS l
            SET renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) COALESCE(normal, l.ttl)
@@ -743,7 +801,7 @@ BEGIN
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
-           OR r.expires_at OPERATOR(pg_catalog.<=) now THEN
+           OR NOT lease._live(r.expires_at, r.session, now) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
         IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
@@ -751,7 +809,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
         END IF;
         UPDATE lease.leases AS l
-           SET owner = NULL, expires_at = now
+           SET owner = NULL, expires_at = now, session = NULL
          WHERE l.name OPERATOR(pg_catalog.=) lease_release.name
            AND l.token OPERATOR(pg_catalog.=) lease_release.token
            AND l.owner IS NOT NULL
@@ -759,7 +817,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        PERFORM lease._history('released', name, token, r.owner, r.role);
+        PERFORM lease._history('released', name, token, r.owner, r.role, r.session);
         PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         PERFORM lease._wake_line(name);
         RETURN true;
@@ -779,6 +837,7 @@ AS $$
 DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
+    live boolean;
     tok bigint;
 BEGIN
     PERFORM lease._require_writable('lease.lease_revoke()');
@@ -791,14 +850,15 @@ BEGIN
     END IF;
     now := pg_catalog.clock_timestamp();
     tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
-    IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.<=) now THEN
-        PERFORM lease._history('expired', name, r.token, r.owner, r.role);
+    live := lease._live(r.expires_at, r.session, now);
+    IF r.owner IS NOT NULL AND NOT live THEN
+        PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
     END IF;
     UPDATE lease.leases AS l
-       SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now)
+       SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
-    PERFORM lease._history('revoked', name, tok, CASE WHEN r.expires_at OPERATOR(pg_catalog.>) now THEN r.owner END,
-                           lease._caller());
+    PERFORM lease._history('revoked', name, tok, CASE WHEN live THEN r.owner END,
+                           lease._caller(), CASE WHEN live AND r.owner IS NOT NULL THEN r.session END);
     PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
     PERFORM lease._wake_line(name);
     RETURN tok;
@@ -819,6 +879,7 @@ DECLARE
     cur_token bigint;
     cur_owner text;
     cur_expires timestamptz;
+    cur_session bigint;
     cur_xmax xid;
     msg text;
     detail text;
@@ -834,21 +895,29 @@ BEGIN
     -- so it sees every grant that committed before. Under REPEATABLE READ and
     -- SERIALIZABLE it sees the transaction's snapshot: a row version replaced
     -- since is a serialization failure (docs/sql-edition.md, "Isolation").
-    SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
+    SELECT l.token, l.owner, l.expires_at, l.session, l.xmax INTO cur_token, cur_owner, cur_expires, cur_session, cur_xmax
       FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
     IF FOUND AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
-       AND lease._superseded(cur_xmax) THEN
+       AND (lease._superseded(cur_xmax)
+            OR (cur_session IS NOT NULL
+                AND lease._superseded(COALESCE((SELECT s.xmax FROM lease.sessions AS s
+                                                 WHERE s.id OPERATOR(pg_catalog.=) cur_session), '0'::xid)))) THEN
         PERFORM lease._serialization_failure();
     END IF;
     IF NOT FOUND THEN
         msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
+    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
+        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
+        detail := 'A lease''s tokens only grow and are all positive, so this token did not come from a grant of this lease: a token of another lease, or a corrupted one.';
     ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
         msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
         detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
-    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
-        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
     ELSIF cur_owner IS NULL THEN
         msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
+    ELSIF cur_session IS NOT NULL AND NOT lease._live(cur_expires, cur_session, pg_catalog.clock_timestamp()) THEN
+        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: its session %s ended',
+                                 token, name, cur_session);
+        hint := 'Keep the session alive more often than its ttl, or acquire the lease again.';
     ELSIF cur_expires OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN
         msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease expired', token, name);
         detail := pg_catalog.format('It expired at %s.', cur_expires);
@@ -861,7 +930,9 @@ BEGIN
     IF NOT pg_catalog.current_setting('transaction_read_only')::boolean THEN
         PERFORM pg_catalog.nextval('lease.stat_fence_rejections'::pg_catalog.regclass);
     END IF;
-    IF detail IS NULL THEN
+    IF detail IS NULL AND hint IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, HINT = hint;
+    ELSIF detail IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg;
     ELSIF hint IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, DETAIL = detail;
@@ -1140,7 +1211,9 @@ BEGIN
     PERFORM lease._require_writable('lease.expire_due()');
     FOR candidate IN
         SELECT l.name FROM lease.leases AS l
-         WHERE l.owner IS NOT NULL AND l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+         WHERE l.owner IS NOT NULL
+           AND (l.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+                OR (l.session IS NOT NULL AND NOT lease._session_live(l.session, pg_catalog.clock_timestamp())))
          ORDER BY l.expires_at
          LIMIT 1000
     LOOP
@@ -1150,11 +1223,13 @@ BEGIN
             END IF;
             SELECT l.* INTO r FROM lease.leases AS l
              WHERE l.name OPERATOR(pg_catalog.=) candidate FOR UPDATE SKIP LOCKED;
-            IF NOT FOUND OR r.owner IS NULL OR r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+            IF NOT FOUND OR r.owner IS NULL OR lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
-            PERFORM lease._history('expired', candidate, r.token, r.owner, r.role);
-            UPDATE lease.leases AS l SET owner = NULL WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            PERFORM lease._history('expired', candidate, r.token, r.owner, r.role, r.session);
+            UPDATE lease.leases AS l
+               SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
+             WHERE l.name OPERATOR(pg_catalog.=) candidate;
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
             NULL;
@@ -1245,6 +1320,592 @@ SELECT l.name,
 COMMENT ON VIEW lease.status IS
     'Leases at a glance: state is held, expired or free by the server clock; expires_in is what is left of a held grant.';
 
+-- Sessions (docs/concepts.md, "Sessions"; docs/sql-edition.md, "Sessions"). --
+-- One keepalive keeps every lease acquired under the session; a session's
+-- lease is live exactly while the session is. A session bound to its
+-- connection holds a session-level advisory lock (19522 "LB", the session
+-- id's low 32 bits) in its backend, which PostgreSQL lets go of when the
+-- backend exits: whoever checks the session's liveness tries that lock.
+-- Session ids come from their own sequence and are never reused. The table is
+-- the extension's, so that sql-edition/to-extension.sql can move it.
+
+CREATE SEQUENCE lease.session_id_seq AS bigint MINVALUE 1 NO CYCLE;
+
+CREATE TABLE lease.sessions (
+    id          bigint      NOT NULL PRIMARY KEY,
+    owner       text        NOT NULL,
+    role        regrole     NOT NULL,
+    ttl         interval    NOT NULL,
+    opened_at   timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    closed_at   timestamptz,
+    bound_pid   integer
+) WITH (fillfactor = 50);
+
+COMMENT ON TABLE lease.sessions IS
+    'One row per session; a session is live while not closed, not expired and, when bound_pid is set, while that backend lives. Change it only through the session functions.';
+
+CREATE INDEX leases_session ON lease.leases (session) WHERE session IS NOT NULL;
+
+-- The second key of a session's advisory lock: the id's low 32 bits, as the
+-- signed integer whose pg_locks.objid they are.
+CREATE FUNCTION lease._session_key(id bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (CASE WHEN (id OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.>=) 2147483648
+                 THEN (id OPERATOR(pg_catalog.&) 4294967295) OPERATOR(pg_catalog.-) 4294967296
+                 ELSE id OPERATOR(pg_catalog.&) 4294967295 END)::pg_catalog.int4
+$$;
+
+-- Whether the backend a session is bound to still runs: it holds the
+-- session's lock exclusively until it exits, so a share of it can be had only
+-- once it has exited (tried, never waited for, and let go of at once). The
+-- bound backend itself, which would get the share alongside its own lock,
+-- looks in pg_locks instead.
+CREATE FUNCTION lease._bound_alive(id bigint, pid integer)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key integer := lease._session_key(id);
+BEGIN
+    IF pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
+        RETURN lease._holds(19522, key);
+    END IF;
+    IF pg_catalog.pg_try_advisory_lock_shared(19522, key) THEN
+        PERFORM pg_catalog.pg_advisory_unlock_shared(19522, key);
+        RETURN false;
+    END IF;
+    RETURN true;
+END $$;
+
+-- Whether a session is live at now: found, not closed, not expired, and, when
+-- bound, its backend still running.
+CREATE FUNCTION lease._session_live(id bigint, now timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s lease.sessions%ROWTYPE;
+BEGIN
+    SELECT x.* INTO s FROM lease.sessions AS x WHERE x.id OPERATOR(pg_catalog.=) _session_live.id;
+    IF NOT FOUND OR s.closed_at IS NOT NULL OR s.expires_at OPERATOR(pg_catalog.<=) now THEN
+        RETURN false;
+    END IF;
+    RETURN s.bound_pid IS NULL OR lease._bound_alive(s.id, s.bound_pid);
+END $$;
+
+-- Whether a grant (its row's expires_at and session) is live at now: a
+-- plain grant until its expiry, a session's grant while its session is live.
+CREATE FUNCTION lease._live(expires_at timestamptz, session bigint, now timestamptz)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF session IS NULL THEN
+        RETURN expires_at OPERATOR(pg_catalog.>) now;
+    END IF;
+    RETURN lease._session_live(session, now);
+END $$;
+
+-- A session of another role (a live one, for session_close): 42501, as the
+-- extension's, unless the caller is a member of that role or an admin.
+CREATE FUNCTION lease._require_acting_for_session(role regrole, session bigint, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, role::pg_catalog.oid, 'USAGE') AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for session %s', session),
+            DETAIL = pg_catalog.format('It belongs to role "%s"; only its members and the extension''s admins may renew, release, close or take it over while it is live.',
+                                       COALESCE((SELECT r.rolname FROM pg_catalog.pg_roles AS r
+                                                  WHERE r.oid OPERATOR(pg_catalog.=) role::pg_catalog.oid)::text, '(dropped)'));
+    END IF;
+END $$;
+
+-- SQL cannot let go of a lock when a transaction ends: a bound session's lock
+-- stays with its backend after a rollback of its session_open, and after its
+-- session_close (which may still roll back). This backend's next bound
+-- session_open lets go of the locks of its sessions that do not exist (their
+-- opening rolled back) or were closed before this transaction.
+CREATE FUNCTION lease._let_go_of_ended_bindings()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key integer;
+BEGIN
+    FOR key IN
+        SELECT (CASE WHEN k.objid::pg_catalog.int8 OPERATOR(pg_catalog.>=) 2147483648
+                     THEN k.objid::pg_catalog.int8 OPERATOR(pg_catalog.-) 4294967296
+                     ELSE k.objid::pg_catalog.int8 END)::pg_catalog.int4
+          FROM pg_catalog.pg_locks AS k
+         WHERE k.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+           AND k.locktype OPERATOR(pg_catalog.=) 'advisory'
+           AND k.classid OPERATOR(pg_catalog.=) 19522::pg_catalog.oid
+           AND k.objsubid OPERATOR(pg_catalog.=) 2
+           AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+           AND k.granted
+    LOOP
+        IF NOT EXISTS (SELECT FROM lease.sessions AS s
+                        WHERE s.bound_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                          AND lease._session_key(s.id) OPERATOR(pg_catalog.=) key
+                          AND (s.closed_at IS NULL
+                               OR s.closed_at OPERATOR(pg_catalog.>=) pg_catalog.transaction_timestamp())) THEN
+            PERFORM pg_catalog.pg_advisory_unlock(19522, key);
+        END IF;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION lease.session_open(owner text, ttl interval DEFAULT '20 seconds',
+                                   bind_to_connection boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal interval;
+    id bigint;
+    now timestamptz;
+BEGIN
+    PERFORM lease._require_writable('lease.session_open()');
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    IF bind_to_connection IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'bind_to_connection must not be NULL';
+    END IF;
+    IF bind_to_connection THEN
+        PERFORM lease._let_go_of_ended_bindings();
+    END IF;
+    id := pg_catalog.nextval('lease.session_id_seq'::pg_catalog.regclass);
+    now := pg_catalog.clock_timestamp();
+    INSERT INTO lease.sessions (id, owner, role, ttl, opened_at, renewed_at, expires_at, closed_at, bound_pid)
+    VALUES (id, owner, lease._caller(), normal, now, now, now OPERATOR(pg_catalog.+) normal, NULL,
+            CASE WHEN bind_to_connection THEN pg_catalog.pg_backend_pid() END);
+    IF bind_to_connection AND NOT pg_catalog.pg_try_advisory_lock(19522, lease._session_key(id)) THEN
+        RAISE EXCEPTION 'lease: the lock of new session % is taken', id;
+    END IF;
+    RETURN id;
+END $$;
+
+COMMENT ON FUNCTION lease.session_open(text, interval, boolean) IS
+    'Opens a session for owner, live for ttl unless kept alive; bound to this connection, it also ends when the connection does. Returns its id.';
+
+CREATE FUNCTION lease.session_keepalive(session bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal interval;
+    r lease.sessions%ROWTYPE;
+    now timestamptz;
+BEGIN
+    PERFORM lease._require_writable('lease.session_keepalive()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    IF ttl IS NOT NULL THEN
+        normal := lease._ttl(ttl);
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    IF NOT lease._session_live(session, now) THEN
+        RETURN false;
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_keepalive.session;
+    PERFORM lease._require_acting_for_session(r.role, session, lease._caller());
+    -- One row, however many leases the session holds; normal, when given, is
+    -- for this renewal only (the session's ttl stays).
+    UPDATE lease.sessions AS s
+       SET renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) COALESCE(normal, s.ttl)
+     WHERE s.id OPERATOR(pg_catalog.=) session_keepalive.session
+       AND s.closed_at IS NULL
+       AND s.expires_at OPERATOR(pg_catalog.>) now;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.session_keepalive(bigint, interval) IS
+    'Extends a live session, and so every lease acquired under it, to clock_timestamp() + ttl; false if it is closed or expired.';
+
+CREATE FUNCTION lease.session_close(session bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+    now timestamptz;
+    was_live boolean;
+    freed record;
+    n integer := 0;
+BEGIN
+    PERFORM lease._require_writable('lease.session_close()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_close.session FOR UPDATE;
+    IF NOT FOUND OR r.closed_at IS NOT NULL THEN
+        RETURN 0;
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    -- An ended session holds nothing, whoever asks; a live one is its role's
+    -- to close.
+    was_live := lease._session_live(session, now);
+    IF NOT was_live AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RETURN 0;
+    END IF;
+    PERFORM lease._require_acting_for_session(r.role, session, caller);
+    UPDATE lease.sessions AS s SET closed_at = now WHERE s.id OPERATOR(pg_catalog.=) session_close.session;
+    FOR freed IN
+        UPDATE lease.leases AS l
+           SET owner = NULL, expires_at = LEAST(l.expires_at, now), session = NULL
+         WHERE l.session OPERATOR(pg_catalog.=) session_close.session AND l.owner IS NOT NULL
+        RETURNING l.name, l.token
+    LOOP
+        -- The leases of a session that had already ended expired with it.
+        IF NOT was_live THEN
+            PERFORM lease._history('expired', freed.name, freed.token, r.owner, r.role, session);
+        END IF;
+        PERFORM lease._wake_line(freed.name);
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    PERFORM lease._history('session_closed', NULL, NULL, r.owner, r.role, session);
+    RETURN CASE WHEN was_live THEN n ELSE 0 END;
+END $$;
+
+COMMENT ON FUNCTION lease.session_close(bigint) IS
+    'Closes a session and releases every lease it still holds, at once; returns how many (0 when already closed).';
+
+CREATE FUNCTION lease.session_acquire(session bigint, name text, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM lease._ttl(wait, 'wait');       -- out of range: 22008 before anything else
+    END IF;
+    IF NOT lease._session_live(session, pg_catalog.clock_timestamp()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_acquire.session;
+    PERFORM lease._require_acting_for_session(r.role, session, caller);
+    -- Each attempt checks the session again (LF003 when it ended meanwhile).
+    RETURN lease._acquire(name, r.owner, r.ttl, wait, caller, session);
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire(bigint, text, interval) IS
+    'Acquires a lease under a live session (owner: the session''s owner); returns a fresh token, or NULL if another holder keeps it past wait.';
+
+-- lease.status, as the extension's with sessions: a session's lease shows
+-- its session's expiry and lives as long as the session (a bound session
+-- while its backend holds the session's lock).
+CREATE OR REPLACE VIEW lease.status AS
+SELECT l.name,
+       l.owner,
+       l.token,
+       CASE
+           WHEN l.owner IS NULL THEN 'free'
+           WHEN e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
+           ELSE 'expired'
+       END AS state,
+       CASE
+           WHEN l.owner IS NOT NULL AND e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now
+           THEN pg_catalog.date_trunc('milliseconds', e.expires_at OPERATOR(pg_catalog.-) c.now)
+       END AS expires_in,
+       l.ttl,
+       l.acquired_at,
+       l.renewed_at,
+       e.expires_at,
+       l.role,
+       l.session,
+       CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
+  FROM lease.leases AS l
+ CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c
+  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
+ CROSS JOIN LATERAL (
+    SELECT CASE WHEN l.session IS NULL THEN l.expires_at ELSE s.expires_at END AS expires_at,
+           l.session IS NULL
+           OR (s.closed_at IS NULL
+               AND (s.bound_pid IS NULL
+                    OR EXISTS (SELECT FROM pg_catalog.pg_locks AS k
+                                WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+                                  AND k.classid OPERATOR(pg_catalog.=) 19522::pg_catalog.oid
+                                  AND k.objsubid OPERATOR(pg_catalog.=) 2
+                                  AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+                                  AND k.granted
+                                  AND k.database OPERATOR(pg_catalog.=)
+                                      (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                        WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                                  AND k.objid OPERATOR(pg_catalog.=)
+                                      pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))) AS alive
+ ) AS e;
+
+COMMENT ON VIEW lease.status IS
+    'Leases at a glance: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant.';
+
+-- Idempotency keys (docs/concepts.md, "Idempotency keys"; docs/sql-edition.md,
+-- "Idempotency keys"). ------------------------------------------------------
+-- One row per key. An execution holds the lease named by the key; its token
+-- is the row's token. Every begin, completion and failure of a key takes the
+-- key's fence lock (a begin only tries it), so they are ordered.
+
+CREATE TABLE lease.idempotency_keys (
+    key         text        NOT NULL PRIMARY KEY,
+    fingerprint text        NOT NULL,
+    status      text        NOT NULL,
+    token       bigint,
+    result      jsonb,
+    owner       text,
+    role        regrole,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz
+);
+
+COMMENT ON TABLE lease.idempotency_keys IS
+    'Idempotency keys: status running, completed, failed (final) or retryable (free again); result is the result or error. Kept for lease.idempotency_retention after finishing.';
+
+-- lease.idempotency_retention (default 1 day), a superuser setting in the
+-- extension. SQL cannot keep an application from setting a placeholder
+-- setting, so the edition honours it only in an admin's connection (the
+-- owner's, a superuser's): elsewhere the default holds, and an application
+-- cannot make a completed key be forgotten sooner.
+CREATE FUNCTION lease._idempotency_retention()
+RETURNS interval
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    value text := pg_catalog.current_setting('lease.idempotency_retention', true);
+    retention interval;
+BEGIN
+    IF value IS NULL OR value OPERATOR(pg_catalog.=) '' OR NOT lease._is_admin(lease._caller()) THEN
+        RETURN '1 day';
+    END IF;
+    BEGIN
+        retention := value::interval;
+    EXCEPTION WHEN OTHERS THEN
+        retention := NULL;
+    END;
+    IF retention IS NULL OR pg_catalog.date_part('epoch'::text, retention) OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('lease.idempotency_retention must be a non-negative interval, not "%s"', value);
+    END IF;
+    RETURN retention;
+END $$;
+
+CREATE FUNCTION lease.idempotency_begin(key text, fingerprint text, owner text, ttl interval DEFAULT '20 seconds')
+RETURNS TABLE (status text, token bigint, result jsonb)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    normal interval;
+    caller regrole := lease._caller();
+    name_key integer;
+    locked boolean;
+    now timestamptz;
+    k lease.idempotency_keys%ROWTYPE;
+    found_key boolean;
+    l lease.leases%ROWTYPE;
+    tok bigint;
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_begin()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    IF fingerprint IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
+    END IF;
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    name_key := lease._name_key(key);
+    -- The fence lock is kept only when this begin starts an execution: every
+    -- other answer rolls back the block that took it.
+    BEGIN
+        locked := pg_catalog.pg_try_advisory_xact_lock(19526, name_key);
+        now := pg_catalog.clock_timestamp();
+        SELECT x.* INTO k FROM lease.idempotency_keys AS x WHERE x.key OPERATOR(pg_catalog.=) idempotency_begin.key;
+        found_key := FOUND;
+        IF found_key AND locked AND k.finished_at IS NOT NULL AND k.status OPERATOR(pg_catalog.<>) 'running'
+           AND now OPERATOR(pg_catalog.-) k.finished_at OPERATOR(pg_catalog.>=) lease._idempotency_retention() THEN
+            DELETE FROM lease.idempotency_keys AS x WHERE x.key OPERATOR(pg_catalog.=) idempotency_begin.key;
+            found_key := false;
+        END IF;
+        IF found_key AND k.fingerprint OPERATOR(pg_catalog.<>) (fingerprint COLLATE "C") THEN
+            RAISE EXCEPTION USING ERRCODE = 'LF002',
+                MESSAGE = pg_catalog.format('idempotency key "%s" was used with another fingerprint', key),
+                DETAIL = 'A key stands for one request; a different request needs a different key.';
+        END IF;
+        status := 'in_progress';
+        IF found_key AND k.status OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed']) THEN
+            status := k.status;
+            result := k.result;
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        IF NOT locked THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        -- The key's lease may be held outside the key (lease_acquire of the
+        -- same name) or waited for: then the key is in progress too.
+        SELECT x.* INTO l FROM lease.leases AS x WHERE x.name OPERATOR(pg_catalog.=) idempotency_begin.key;
+        IF FOUND AND l.owner IS NOT NULL AND lease._live(l.expires_at, l.session, now) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        IF NOT pg_catalog.pg_try_advisory_lock(19537, name_key) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        PERFORM pg_catalog.pg_advisory_unlock(19537, name_key);
+        tok := lease._try_grant(key, owner, normal, caller);
+        IF tok IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
+        END IF;
+        INSERT INTO lease.idempotency_keys AS x (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
+        VALUES (key, fingerprint, 'running', tok, NULL, owner, caller, now, NULL)
+        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
+           SET fingerprint = EXCLUDED.fingerprint, status = 'running', token = EXCLUDED.token, result = NULL,
+               owner = EXCLUDED.owner, role = EXCLUDED.role, started_at = EXCLUDED.started_at, finished_at = NULL;
+        status := 'started';
+        token := tok;
+        result := NULL;
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        NULL;
+    END;
+    RETURN NEXT;
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_begin(text, text, text, interval) IS
+    'Begins the request a key stands for: started (execute it, under the returned token), completed (the stored result), in_progress or failed (the stored error). Another fingerprint is LF002.';
+
+-- Ends the running execution under token: its writes' fence, then the key's
+-- row, then the key's lease, all in the caller's transaction.
+CREATE FUNCTION lease._finish_execution(key text, token bigint, status text, result jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    l lease.leases%ROWTYPE;
+BEGIN
+    PERFORM lease.fenced_write(key, token);
+    now := pg_catalog.clock_timestamp();
+    UPDATE lease.idempotency_keys AS x
+       SET status = _finish_execution.status, result = _finish_execution.result, finished_at = now
+     WHERE x.key OPERATOR(pg_catalog.=) _finish_execution.key
+       AND x.token OPERATOR(pg_catalog.=) _finish_execution.token
+       AND x.status OPERATOR(pg_catalog.=) 'running';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF001',
+            MESSAGE = pg_catalog.format('fencing token %s is not the running execution of idempotency key "%s"', token, key);
+    END IF;
+    SELECT x.* INTO l FROM lease.leases AS x WHERE x.name OPERATOR(pg_catalog.=) _finish_execution.key;
+    IF FOUND AND l.token OPERATOR(pg_catalog.=) _finish_execution.token AND l.owner IS NOT NULL THEN
+        UPDATE lease.leases AS x
+           SET owner = NULL, expires_at = LEAST(x.expires_at, now), session = NULL
+         WHERE x.name OPERATOR(pg_catalog.=) _finish_execution.key
+           AND x.token OPERATOR(pg_catalog.=) _finish_execution.token
+           AND x.owner IS NOT NULL;
+        IF FOUND THEN
+            PERFORM lease._history('released', key, token, l.owner, l.role, l.session);
+            PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+            PERFORM lease._wake_line(key);
+        END IF;
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.idempotency_complete(key text, token bigint, result jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_complete()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    PERFORM lease._check_token(token);
+    IF result IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'result must not be NULL';
+    END IF;
+    PERFORM lease._finish_execution(key, token, 'completed', result);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_complete(text, bigint, jsonb) IS
+    'Completes the running execution under token (LF001 otherwise), storing its result; commits with the transaction''s writes.';
+
+CREATE FUNCTION lease.idempotency_fail(key text, token bigint, error jsonb, retryable boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.idempotency_fail()');
+    PERFORM lease._check_name(key, 'idempotency key');
+    PERFORM lease._check_token(token);
+    IF error IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'error must not be NULL';
+    END IF;
+    IF retryable IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'retryable must not be NULL';
+    END IF;
+    -- A retryable failure frees the key at once; another is final, like a completion.
+    PERFORM lease._finish_execution(key, token, CASE WHEN retryable THEN 'retryable' ELSE 'failed' END, error);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_fail(text, bigint, jsonb, boolean) IS
+    'Fails the running execution under token (LF001 otherwise): a retryable failure frees the key at once, another is final and stored.';
+
+-- lease_heartbeat of the key's lease, as the extension's (the same C entry
+-- point there: the same messages).
+CREATE FUNCTION lease.idempotency_heartbeat(key text, token bigint, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN lease.lease_heartbeat(key, token, ttl);
+END $$;
+
+COMMENT ON FUNCTION lease.idempotency_heartbeat(text, bigint, interval) IS
+    'Extends a long execution''s lease, as lease_heartbeat(key, token, ttl).';
+
+CREATE FUNCTION lease.prune_idempotency()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n bigint;
+    retention interval;
+BEGIN
+    PERFORM lease._require_writable('lease.prune_idempotency()');
+    retention := lease._idempotency_retention();     -- a bad setting fails whether or not any key is finished
+    DELETE FROM lease.idempotency_keys AS x
+     WHERE x.status OPERATOR(pg_catalog.<>) 'running'
+       AND x.finished_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) retention);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+COMMENT ON FUNCTION lease.prune_idempotency() IS
+    'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -1263,4 +1924,13 @@ GRANT EXECUTE ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bi
 -- fence_trigger and acquire_wait run as invoker.
 GRANT EXECUTE ON FUNCTION lease._check_name(text, text), lease._check_token(bigint), lease._require_writable(text),
     lease._setting_token(), lease._row_lease_name(text, anyelement, regclass, text) TO PUBLIC;
+-- Sessions: read by anyone, changed through their functions only.
+GRANT SELECT ON lease.sessions TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.session_open(text, interval, boolean), lease.session_keepalive(bigint, interval),
+    lease.session_close(bigint), lease.session_acquire(bigint, text, interval) TO PUBLIC;
+-- Idempotency keys: read by anyone; prune_idempotency is an admin's.
+GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
+    lease.idempotency_complete(text, bigint, jsonb), lease.idempotency_fail(text, bigint, jsonb, boolean),
+    lease.idempotency_heartbeat(text, bigint, interval) TO PUBLIC;
 COMMIT;

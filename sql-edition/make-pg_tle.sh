@@ -23,5 +23,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.leases', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.history', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.fencing_token_seq', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.sessions', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.session_id_seq', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.idempotency_keys', '');"
     echo '$_lease_pgtle_$);'
 }

@@ -16,7 +16,7 @@ BEGIN;
 
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
-LOCK TABLE lease.leases, lease.history IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE lease.leases, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -33,6 +33,26 @@ SELECT name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, sessi
 INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
 SELECT at, event, name, token, owner, session, role, xid, ordinal
   FROM lease_sqled.history;
+
+-- Every session as it is, but those bound to a connection: their backends
+-- hold the edition's lock (advisory, classid 19522, objsubid 2), which the
+-- extension does not look for, so they end here, closed by the move (their
+-- leases are then expired, and their holders' tokens rejected by the fence).
+INSERT INTO lease.sessions (id, owner, role, ttl, opened_at, renewed_at, expires_at, closed_at, bound_pid)
+SELECT id, owner, role, ttl, opened_at, renewed_at, expires_at,
+       CASE WHEN bound_pid IS NOT NULL THEN COALESCE(closed_at, pg_catalog.clock_timestamp()) ELSE closed_at END,
+       bound_pid
+  FROM lease_sqled.sessions;
+
+-- Idempotency keys as they are.
+INSERT INTO lease.idempotency_keys (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
+SELECT key, fingerprint, status, token, result, owner, role, started_at, finished_at
+  FROM lease_sqled.idempotency_keys;
+
+-- Session ids are never reused.
+SELECT pg_catalog.setval('lease.session_id_seq', s.last_value, true)
+  FROM lease_sqled.session_id_seq AS s
+ WHERE s.is_called;
 
 -- The next token is larger than every token the edition issued.
 SELECT pg_catalog.setval('lease.fencing_token_seq',

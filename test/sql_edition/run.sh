@@ -55,8 +55,8 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune"}
 
 ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
 # judge DESCRIPTION DIFF NAME: a file passes when DIFF (the diff of its
@@ -180,6 +180,7 @@ DROP SCHEMA lease CASCADE;
 RESET client_min_messages;
 \set ECHO all
 SQL
+cp "$WORK/uninstall.sql" "$WORK/uninstall-cascade.sql"
 # PL/pgSQL's CONTEXT lines for errors raised in functions of schema lease
 # (and the SQL statement lines that follow them) are the one difference the
 # comparison ignores.
@@ -191,11 +192,13 @@ normalise() {
 }
 for t in $REGRESS_FILES; do
     sed -e "s|^CREATE EXTENSION lease;\$|\\\\i $WORK/install.sql|" \
-        -e "s|^DROP EXTENSION lease;\$|\\\\i $WORK/uninstall.sql|" "sql/$t.sql" >"$WORK/regress/$t.sql"
+        -e "s|^DROP EXTENSION lease;\$|\\\\i $WORK/uninstall.sql|" \
+        -e "s|^DROP EXTENSION lease CASCADE;\$|\\\\i $WORK/uninstall-cascade.sql|" "sql/$t.sql" >"$WORK/regress/$t.sql"
     PGTZ=PST8PDT PGDATESTYLE='Postgres, MDY' PGOPTIONS='-c intervalstyle=postgres_verbose' \
         psql -X -a -q -U lease_owner -d contrib_regression -f "$WORK/regress/$t.sql" >"$WORK/regress/$t.raw" 2>&1
     sed -e "s|^\\\\i $WORK/install.sql\$|CREATE EXTENSION lease;|" \
         -e "s|^\\\\i $WORK/uninstall.sql\$|DROP EXTENSION lease;|" \
+        -e "s|^\\\\i $WORK/uninstall-cascade.sql\$|DROP EXTENSION lease CASCADE;|" \
         -e "s|^psql:$WORK/regress/$t.sql:[0-9]*: ||" -e '/^\\set ECHO none$/d' "$WORK/regress/$t.raw" | normalise >"$WORK/regress/$t.out"
     diff -u "expected/$t.out" "$WORK/regress/$t.out" | tail -n +3 >"$WORK/regress/$t.diff"
     judge "regress $t: sql/$t.sql gives expected/$t.out" "$WORK/regress/$t.diff" "$t"
@@ -396,6 +399,21 @@ report "$([ -n "$got" ] && [ "$got" = "$want" ] &&
 want:
 $want"
 
+# A session's events carry its id; session_closed has no name and no token.
+app -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/watch_session" 2>&1 &
+watch_pid=$!
+sleep 0.5
+sid=$(q -c "SELECT lease.session_open('sc', '1 minute')")
+q -c "SELECT lease.session_acquire($sid, 'ev:s')" -c "SELECT lease.session_close($sid)" >/dev/null
+wait "$watch_pid"
+got=$(grep -o 'payload ".*" received' "$WORK/watch_session" | sed 's/^payload "//; s/" received$//' | sed -E 's/"position": "[0-9]+\/([0-9]+)"/"position": "x\/\1"/')
+want=$(printf '%s\n' '{"event": "acquired", "name": "ev:s", "token": TOKEN, "owner": "sc", "session": SID, "position": "x/1", "value": null}' \
+                      '{"event": "session_closed", "name": null, "token": null, "owner": "sc", "session": SID, "position": "x/1"}' |
+       sed "s/SID/$sid/; s/TOKEN/$(q -c "SELECT token FROM lease.history WHERE name = 'ev:s'")/")
+report "$([ "$got" = "$want" ]; echo $?)" "events: a session's events carry its id; session_closed's payload has a null name and token" "$got
+want:
+$want"
+
 # expire_due (admin): reports each expired grant once and frees it; the next
 # grant reports nothing more.
 out=$(q -c "SELECT lease.lease_acquire('ex', 'w', '50 milliseconds') IS NOT NULL" -c "SELECT pg_sleep(0.1)" \
@@ -407,18 +425,208 @@ report "$([ "$out" = "t  1 0 free t acquired expired acquired " ]; echo $?)" \
 out=$(app -c "SELECT lease.expire_due()")
 report "$(grep -q 'permission denied for function expire_due' <<<"$out"; echo $?)" "expire_due is not executable by PUBLIC" "$out"
 
+# Sessions (docs/sql-edition.md, "Sessions"). app_script: a psql script as
+# lease_app on stdin, its output on one line (errors without psql's prefix).
+app_script() { app -f - 2>&1 | sed -E 's/^psql:<stdin>:[0-9]+: //' | tr '\n' ' '; }
+# The bad input of sql/sessions.sql, statement for statement as expected/sessions.out gives it
+# (that file as a whole uses functions not built: allow, disallow,
+# prune_history).
+sess_bad=$(grep -E '^ SELECT lease\.session_(open|keepalive|close|acquire)\(.*\| (22|LF003)' expected/sessions.out)
+got=""
+want=""
+while IFS='|' read -r stmt outcome; do
+    stmt=$(sed -E 's/^ +//; s/ +$//' <<<"$stmt")
+    want+="$stmt|${outcome# }~"
+    got+="$stmt|$(q -c "DO \$d\$ BEGIN EXECUTE \$s\$$stmt\$s\$; RAISE NOTICE 'ok'; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '%: %', SQLSTATE, SQLERRM; END \$d\$" 2>&1 |
+                  sed -n 's/^NOTICE:  //p')~"
+done <<<"$sess_bad"
+report "$([ -n "$sess_bad" ] && [ "$got" = "$want" ]; echo $?)" \
+    "sessions: bad input gets expected/sessions.out's SQLSTATE and message ($(wc -l <<<"$sess_bad") statements)" \
+    "$(diff <(tr '~' '\n' <<<"$want") <(tr '~' '\n' <<<"$got"))"
+
+# keepalive extends a session and every lease under it; close releases them
+# at once (returns how many), and their tokens are then LF001.
+out=$(app_script <<'SQL'
+SELECT lease.session_open('sk', '1 second') AS s \gset
+SELECT lease.session_acquire(:s, 'sk:1') AS t \gset
+SELECT lease.session_acquire(:s, 'sk:2') IS NOT NULL;
+SELECT pg_sleep(0.7);
+SELECT lease.session_keepalive(:s);
+SELECT pg_sleep(0.7);
+SELECT string_agg(state, ',' ORDER BY name) FROM lease.status WHERE name LIKE 'sk:%';
+SELECT coalesce(lease.lease_acquire('sk:1', 'other')::text, 'NULL');
+SELECT lease.session_close(:s);
+SELECT lease.session_close(:s);
+SELECT string_agg(state, ',' ORDER BY name) FROM lease.status WHERE name LIKE 'sk:%';
+SELECT lease.fenced_write('sk:1', :t);
+SQL
+)
+report "$([[ "$out" =~ ^t\ \ t\ \ held,held\ NULL\ 2\ 0\ free,free\ ERROR:\ \ fencing\ token\ [0-9]+\ for\ lease\ \"sk:1\"\ is\ no\ longer\ live:\ the\ lease\ was\ released ]]; echo $?)" \
+    "sessions: a keepalive keeps every lease of the session past its first ttl; close frees them at once (2, then 0)" "$out"
+out=$(app_script <<'SQL'
+SELECT lease.session_open('se', '200 milliseconds') AS s \gset
+SELECT lease.session_acquire(:s, 'se:1') AS t \gset
+SELECT pg_sleep(0.3);
+SELECT lease.session_keepalive(:s);
+SELECT state FROM lease.status WHERE name = 'se:1';
+SELECT lease.fenced_write('se:1', :t);
+SQL
+)
+report "$([[ "$out" =~ ^\ f\ expired\ ERROR:\ \ fencing\ token\ [0-9]+\ for\ lease\ \"se:1\"\ is\ no\ longer\ live:\ its\ session\ [0-9]+\ ended\ HINT:\ \ Keep\ the\ session\ alive ]]; echo $?)" \
+    "sessions: a session not kept alive expires with its leases (keepalive false, LF001 with the extension's message and HINT)" "$out"
+
+# Another application role cannot keep alive, close or acquire under a
+# session of lease_app (42501, DETAIL as the extension's); its owner can.
+psql -X -q -c "CREATE ROLE lease_app2 LOGIN" >/dev/null
+sid=$(app -c "SELECT lease.session_open('mine', '1 minute')")
+out=""
+for stmt in "SELECT lease.session_keepalive($sid)" "SELECT lease.session_close($sid)" "SELECT lease.session_acquire($sid, 'theirs')"; do
+    out+=$(psql -X -q -A -t -U lease_app2 -d contrib_regression -c "$stmt" 2>&1 | head -n 2 | tr '\n' ' ')"~"
+done
+out+=$(app -c "SELECT lease.session_acquire($sid, 'theirs') IS NOT NULL" -c "SELECT lease.session_close($sid)" | tr '\n' ' ')
+deny="ERROR:  permission denied for session $sid DETAIL:  It belongs to role \"lease_app\"; only its members and the extension's admins may renew, release, close or take it over while it is live. "
+report "$([ "$out" = "$deny~$deny~$deny~t 1 " ]; echo $?)" "sessions: another role cannot keep alive, close or acquire under a session (42501)" "$out"
+
+# A bound session ends with its connection: lease_app's client holds a lease
+# under a session bound to it; while it is connected, another acquirer gets
+# NULL and a waiter waits; when a superuser terminates that backend, the
+# waiter gets the lease at once (it waits for the session's lock, no
+# polling), and the grant is reported expired with its session.
+app -f - >"$WORK/bound" 2>&1 <<'SQL' &
+SELECT lease.session_open('bound', '1 hour', true) AS s \gset
+SELECT lease.session_acquire(:s, 'bound:1');
+SELECT pg_backend_pid();
+SELECT pg_sleep(60);
+SQL
+bound_client=$!
+bound_held() { [ "$(q -c "SELECT state FROM lease.status WHERE name = 'bound:1'")" = held ]; }
+wait_until 10 bound_held
+bound_pid=$(sed -n 2p "$WORK/bound")
+before=$(q -c "SELECT coalesce(lease.lease_acquire('bound:1', 'other')::text, 'NULL')" \
+           -c "SELECT bound_pid = $bound_pid FROM lease.sessions WHERE owner = 'bound'" | tr '\n' ' ')
+bg_acquire "$WORK/bound_waiter" bound:1 waiter '30 seconds'
+wait_until 10 heads_are 1
+sleep 0.5
+waited=$(cat "$WORK/bound_waiter")
+killed_at=$(psql -X -q -A -t -c "SELECT pg_terminate_backend($bound_pid)" -c "SELECT extract(epoch FROM clock_timestamp())" | tail -n 1)
+wait_until 10 done_file "$WORK/bound_waiter"
+wait "$bound_client" 2>/dev/null
+got=$(cat "$WORK/bound_waiter")
+after=$(q -c "SELECT owner || ' ' || state FROM lease.status WHERE name = 'bound:1'" \
+          -c "SELECT string_agg(event || ':' || coalesce(owner, '') || ':' || (session IS NOT NULL), ' ' ORDER BY xid, ordinal)
+                FROM lease.history WHERE name = 'bound:1'" | tr '\n' ' ')
+report "$([ "$before" = "NULL t " ] && [ -z "$waited" ] && [[ "$got" =~ ^[0-9]+\|([0-9.]+)$ ]] &&
+          awk -v a="${BASH_REMATCH[1]}" -v k="$killed_at" 'BEGIN { exit !(a >= k - 0.05 && a - k < 1) }' &&
+          [ "$after" = "waiter held acquired:bound:true expired:bound:true acquired:waiter:false " ]; echo $?)" \
+    "sessions: a bound session ends with its connection; its waiter gets the lease within 1 s of pg_terminate_backend" \
+    "before: $before; waiter before the kill: '$waited'; waiter: $got (killed at $killed_at); after: $after"
+
+# A waiter behind a bound session's lease that nobody closes wakes at the
+# session's expiry (its wait for the session's lock is bounded by it).
+app -f - >"$WORK/bound2" 2>&1 <<'SQL' &
+SELECT lease.session_open('bound2', '1 second', true) AS s \gset
+SELECT lease.session_acquire(:s, 'bound:2');
+SELECT extract(epoch FROM expires_at) FROM lease.sessions WHERE id = :s;
+SELECT pg_sleep(4);
+SQL
+bound2_client=$!
+bound2_held() { [ "$(q -c "SELECT state FROM lease.status WHERE name = 'bound:2'")" = held ]; }
+wait_until 10 bound2_held
+out=$(q -c "SELECT coalesce(lease.lease_acquire('bound:2', 'waiter', '1 minute', '10 seconds')::text, 'NULL')
+                   || '|' || extract(epoch FROM clock_timestamp())")
+wait "$bound2_client"
+expiry=$(sed -n 2p "$WORK/bound2")
+report "$([[ "$out" =~ ^[0-9]+\|([0-9.]+)$ ]] &&
+          awk -v a="${BASH_REMATCH[1]}" -v e="$expiry" 'BEGIN { exit !(a > e && a - e < 0.5) }'; echo $?)" \
+    "sessions: a waiter behind a bound session's lease gets it at the session's expiry (token|returned)" "$out (the expiry: $expiry)"
+
+# A bound session_open that rolls back leaves no session; its lock, which SQL
+# cannot let go of at the rollback, goes at the backend's next bound open.
+out=$(app_script <<'SQL'
+BEGIN;
+SELECT lease.session_open('rolled', '1 minute', true) AS s \gset
+ROLLBACK;
+SELECT count(*) FROM lease.sessions WHERE id = :s;
+SELECT lease.session_keepalive(:s);
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19522 AND pid = pg_backend_pid();
+SELECT lease.session_open('kept', '1 minute', true) IS NOT NULL;
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19522 AND pid = pg_backend_pid();
+SQL
+)
+report "$([ "$out" = "0 f 1 t 1 " ]; echo $?)" "sessions: a rolled-back bound open leaves no session, and its lock goes at the next bound open" "$out"
+
+# Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
+# errors of sql/idempotency.sql, statement for statement as
+# expected/idempotency.out gives them (that file as a whole needs SET ROLE to
+# a role lease_owner created, allow, and a superuser-only setting).
+idem_bad=$(grep -E '^ SELECT (\* FROM )?lease\.idempotency_(begin|complete|fail|heartbeat)\(.*\| 22' expected/idempotency.out)
+got=""
+want=""
+while IFS='|' read -r stmt outcome; do
+    stmt=$(sed -E 's/^ +//; s/ +$//' <<<"$stmt")
+    want+="$stmt|${outcome# }~"
+    got+="$stmt|$(q -c "DO \$d\$ BEGIN EXECUTE \$s\$$stmt\$s\$; RAISE NOTICE 'ok'; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '%: %', SQLSTATE, SQLERRM; END \$d\$" 2>&1 |
+                  sed -n 's/^NOTICE:  //p')~"
+done <<<"$idem_bad"
+report "$([ -n "$idem_bad" ] && [ "$got" = "$want" ]; echo $?)" \
+    "idempotency: bad input gets expected/idempotency.out's SQLSTATE and message ($(wc -l <<<"$idem_bad") statements)" \
+    "$(diff <(tr '~' '\n' <<<"$want") <(tr '~' '\n' <<<"$got"))"
+
+# An application's key: started, completed with its result, replayed;
+# another fingerprint LF002; a retryable failure starts again under a larger
+# token; a final one answers failed; a crashed executor's key is taken over
+# and the zombie's completion is LF001.
+out=$(app_script <<'SQL'
+SELECT status, token AS t FROM lease.idempotency_begin('id:1', 'fp', 'api-1') \gset
+SELECT :'status';
+SELECT lease.idempotency_complete('id:1', :t, '{"paid": 100}');
+SELECT status || ' ' || (token IS NULL) || ' ' || result FROM lease.idempotency_begin('id:1', 'fp', 'api-2');
+SELECT * FROM lease.idempotency_begin('id:1', 'other', 'api-1');
+SELECT status, token AS r FROM lease.idempotency_begin('id:2', 'fp', 'api-1') \gset
+SELECT lease.idempotency_fail('id:2', :r, '{"error": "timeout"}');
+SELECT status || ' ' || (token > :r) FROM lease.idempotency_begin('id:2', 'fp', 'api-2');
+SELECT status, token AS f FROM lease.idempotency_begin('id:3', 'fp', 'api-1') \gset
+SELECT lease.idempotency_fail('id:3', :f, '{"error": "declined"}', false);
+SELECT status || ' ' || result FROM lease.idempotency_begin('id:3', 'fp', 'api-2');
+SELECT status, token AS z FROM lease.idempotency_begin('id:4', 'fp', 'api-1', '100 ms') \gset
+SELECT status FROM lease.idempotency_begin('id:4', 'fp', 'api-2');
+SELECT pg_sleep(0.2);
+SELECT status || ' ' || (token > :z) FROM lease.idempotency_begin('id:4', 'fp', 'api-2');
+SELECT lease.idempotency_complete('id:4', :z, '{}');
+SQL
+)
+report "$([[ "$out" =~ ^started\ \ completed\ true\ \{\"paid\":\ 100\}\ ERROR:\ \ idempotency\ key\ \"id:1\"\ was\ used\ with\ another\ fingerprint\ DETAIL:\ .*\ started\ true\ \ failed\ \{\"error\":\ \"declined\"\}\ in_progress\ \ started\ true\ ERROR:\ \ stale\ fencing\ token ]]; echo $?)" \
+    "idempotency: begin, complete, replay, LF002, retryable and final failures, a crashed executor's key taken over" "$out"
+
+# lease.idempotency_retention is honoured in an admin's connection only: an
+# application's SET cannot make its begin forget a completed key; the
+# owner's can. prune_idempotency is not executable by PUBLIC.
+out=$(app_script <<'SQL'
+SELECT status, token AS t FROM lease.idempotency_begin('id:ret', 'fp', 'api-1') \gset
+SELECT lease.idempotency_complete('id:ret', :t, '{}');
+SET lease.idempotency_retention = '0';
+SELECT status FROM lease.idempotency_begin('id:ret', 'fp', 'api-1');
+SELECT lease.prune_idempotency();
+SQL
+)
+out+="~"$(q -c "SET lease.idempotency_retention = '0'" -c "SELECT status FROM lease.idempotency_begin('id:ret', 'fp', 'api-1')")
+report "$([[ "$out" =~ ^\ completed\ ERROR:\ \ permission\ denied\ for\ function\ prune_idempotency\ ~started$ ]]; echo $?)" \
+    "idempotency: an application's retention setting is ignored, the owner's is not; prune_idempotency is not executable by PUBLIC" "$out"
+
 # Read-only: every state change is 25006 before anything else, whatever its
 # arguments; the fence reads and works.
 out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
 ro=""
 for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbeat('x', NULL)" \
-            "SELECT lease.lease_release('', 1)" "CALL lease.acquire_wait('x', 'w', '1 s', '1 s')"; do
+            "SELECT lease.lease_release('', 1)" "CALL lease.acquire_wait('x', 'w', '1 s', '1 s')" \
+            "SELECT lease.session_open(NULL)" "SELECT lease.session_keepalive(NULL)" \
+            "SELECT lease.session_close(NULL)" "SELECT lease.session_acquire(NULL, NULL)"; do
     ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
 done
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.expire_due()" -c "ROLLBACK" | head -n 1)
-expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.session_open() in a read-only transaction~ERROR:  cannot execute lease.session_keepalive() in a read-only transaction~ERROR:  cannot execute lease.session_close() in a read-only transaction~ERROR:  cannot execute lease.session_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
 report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
     "read-only: every state change raises 25006 first; the fence reads" "$ro
 $out"
@@ -508,6 +716,9 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
         -c "CREATE TRIGGER moved_fence BEFORE INSERT OR UPDATE OR DELETE ON moved
               FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('mv')" -c "GRANT INSERT, SELECT ON moved TO lease_app" >/dev/null
     app -c "SELECT lease.lease_acquire('mv', 'w', '1 hour')" -c "INSERT INTO moved VALUES (1, 1)" >/dev/null
+    mv_session=$(app -c "SELECT lease.session_open('mvs', '1 hour')")
+    mv_token=$(app -c "SELECT lease.session_acquire($mv_session, 'mv:s')")
+    app -c "SELECT lease.idempotency_complete('mv:key', token, '{\"moved\": true}') FROM lease.idempotency_begin('mv:key', 'fp', 'api')" >/dev/null
     as_owner -c "SELECT lease.lease_acquire('other', 'x', '1 hour')" -c "SELECT lease.lease_revoke('other')" >/dev/null
     before=$(q -c "SELECT max(last_value) FROM lease.fencing_token_seq")
     out=$(psql -X -q -v ON_ERROR_STOP=1 -d contrib_regression -f sql-edition/to-extension.sql 2>&1)
@@ -524,6 +735,13 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     out=$(app -c "INSERT INTO moved VALUES (3, 0)" 2>&1)
     report "$(grep -q 'fencing token 0 was never issued for lease "mv"' <<<"$out"; echo $?)" \
         "after the move, the extension's fence trigger guards the table" "$out"
+    out=$(app -c "SELECT owner || ' ' || token || ' ' || session || ' ' || state FROM lease.status WHERE name = 'mv:s'" \
+              -c "SELECT lease.session_keepalive($mv_session)" -c "SELECT lease.fenced_write('mv:s', $mv_token)" \
+              -c "SELECT lease.session_open('mvs2') > $mv_session" \
+              -c "SELECT lease.session_close($mv_session)" \
+              -c "SELECT status || ' ' || result FROM lease.idempotency_begin('mv:key', 'fp', 'api-2')" | tr '\n' ' ')
+    report "$([ "$out" = "mvs $mv_token $mv_session held t  t 1 completed {\"moved\": true} " ]; echo $?)" \
+        "after the move, a session and its lease are the extension's: keepalive, fence and close work; session ids go on; a completed idempotency key replays" "$out"
     psql -X -q -d contrib_regression -c "DROP TABLE moved" -c "DROP EXTENSION lease" >/dev/null 2>&1
 else
     echo "ok $((n + 1)) # skip moving to the extension: lease 1.4 is not installed on this machine"
