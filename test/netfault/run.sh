@@ -657,7 +657,7 @@ helper_case() {
     BG_PIDS+=($!)
     exec {fd}>"$fifo"
     if ! poll_until 60 grep -q '^held ' "$out"; then
-        report 1 "helper $lang: holds the lease over its link and writes under it" "$(cat "$out"; tail -5 "$WORK/$name.err")"
+        report 1 "helper $lang: holds the lease over its link and writes under it" "$(cat "$out"; grep -v '^[[:space:]]*at ' "$WORK/$name.err" | tail -8)"
         exec {fd}>&-
         return
     fi
