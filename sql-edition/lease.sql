@@ -64,6 +64,32 @@ CREATE TABLE lease.history (
 COMMENT ON TABLE lease.history IS
     'Append-only log of acquired, released, revoked and expired events. (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
 
+-- One row per holder of a semaphore permit or a shared lease, as the
+-- extension's (docs/reference.md, "Semaphores, shared leases, all-or-none
+-- grants and values"); the name's row in lease.leases then carries the name's
+-- latest token, no owner, and expires_at 'infinity' (marked). session and
+-- value stay NULL: sessions and lease_set_value are not built.
+CREATE TABLE lease.holders (
+    token       bigint      NOT NULL PRIMARY KEY,
+    name        text        NOT NULL,
+    mode        text        NOT NULL,
+    permits     integer,
+    owner       text        NOT NULL,
+    ttl         interval    NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    role        regrole     NOT NULL,
+    session     bigint,
+    value       jsonb
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE lease.holders IS
+    'One row per holder of a semaphore permit (mode semaphore, with its permits) or a shared lease (mode shared). Change it only through the lease functions.';
+
+CREATE INDEX holders_name ON lease.holders (name);
+CREATE INDEX holders_session ON lease.holders (session) WHERE session IS NOT NULL;
+
 -- Counters: sequences, because they count what rolls back too (a rejected
 -- fenced write) and no row is shared by every grant.
 CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 1 START 1 NO CYCLE;
@@ -288,60 +314,290 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'could not serialize access due to concurrent update';
 END $$;
 
--- One attempt at a grant, never waiting: the token, or NULL when the lease is
--- busy (held live by another owner, or its fence lock taken by an open
--- fenced write, heartbeat, release, grant or revoke). The fence lock and the
--- row lock are kept only on success: a busy answer rolls back the
--- subtransaction that took them (docs/sql-edition.md, "Locks").
-CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole)
+-- The holder lock of a permit or shared grant (19528 "LH", a 32-bit hash of
+-- its token): a holder's fenced writes hold it in share mode to the end of
+-- their transaction, and whatever ends the holder (a takeover, a revoke,
+-- expire_due) takes it exclusively, so its own writes, not the name's fence
+-- lock, order them (docs/sql-edition.md, "Locks").
+CREATE FUNCTION lease._token_key(token bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.hashint8(token) $$;
+
+-- A name is a lease (exclusive or shared) or a semaphore of one number of
+-- permits while it has live holders: a live holder of mode h_mode (with
+-- h_permits) against a request of mode (with permits) is a 22023, with the
+-- extension's messages.
+CREATE FUNCTION lease._check_kind(name text, h_mode text, h_permits integer, mode text, permits integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mode OPERATOR(pg_catalog.=) 'exclusive' THEN
+        IF h_mode OPERATOR(pg_catalog.<>) 'semaphore' THEN
+            RETURN;
+        END IF;
+    ELSIF h_mode OPERATOR(pg_catalog.=) mode THEN
+        IF mode OPERATOR(pg_catalog.<>) 'semaphore' OR h_permits OPERATOR(pg_catalog.=) permits THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('semaphore "%s" has %s permits, not %s', name, h_permits, permits),
+            DETAIL = 'A semaphore''s permits change only when it has no live holders.';
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = pg_catalog.format('"%s" is held as %s, not as %s', name,
+            CASE h_mode WHEN 'semaphore' THEN 'a semaphore' WHEN 'shared' THEN 'a shared lease' ELSE 'a lease' END,
+            CASE mode WHEN 'semaphore' THEN 'a semaphore' WHEN 'shared' THEN 'a shared lease' ELSE 'a lease' END),
+        DETAIL = 'A name is a lease (exclusive or shared) or a semaphore, not both, while it has live holders.';
+END $$;
+
+-- For a request that finds others waiting in the name's line, and so does not
+-- look further: asking for the name as the other kind is still 22023.
+CREATE FUNCTION lease._require_same_kind(name text, mode text, permits integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    h record;
+BEGIN
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _require_same_kind.name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+        IF mode OPERATOR(pg_catalog.=) 'semaphore' THEN
+            PERFORM lease._check_kind(name, 'exclusive', NULL, mode, permits);
+        END IF;
+    ELSIF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.mode, x.permits FROM lease.holders AS x
+                  WHERE x.name OPERATOR(pg_catalog.=) _require_same_kind.name
+                    AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                  ORDER BY x.token LOOP
+            PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
+        END LOOP;
+    END IF;
+END $$;
+
+-- A grant of one name in one mode (exclusive, shared or semaphore with
+-- permits), never waiting, in the subtransaction of its caller: raises
+-- LFBSY when the name is busy (held live in the way, or its fence lock taken
+-- by an open fenced write, heartbeat, release, grant or revoke), which the
+-- caller catches to roll back every lock taken; otherwise keeps the fence
+-- lock, the row lock and the holder locks of the holders it ends, and, when
+-- write, writes the grant and returns its token (without write, checks only
+-- and returns NULL). docs/reference.md, "Semaphores, shared leases, all-or-none
+-- grants and values", says what may be granted beside what.
+CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
+                             write boolean)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
     found_row boolean;
     now timestamptz;
     tok bigint;
+    exclusive boolean := mode OPERATOR(pg_catalog.=) 'exclusive';
+    live_count integer := 0;
+    ended bigint[] := '{}';
+    replaced bigint;
 BEGIN
-    BEGIN
-        IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+    END IF;
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _grant.name FOR UPDATE;
+    found_row := FOUND;
+    now := pg_catalog.clock_timestamp();
+    IF found_row AND r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) now THEN
+        IF NOT exclusive OR r.owner OPERATOR(pg_catalog.<>) _grant.owner THEN
+            IF mode OPERATOR(pg_catalog.=) 'semaphore' THEN
+                PERFORM lease._check_kind(name, 'exclusive', NULL, mode, permits);
+            END IF;
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
         END IF;
-        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name FOR UPDATE;
-        found_row := FOUND;
-        now := pg_catalog.clock_timestamp();
-        IF found_row AND r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) now THEN
-            IF r.owner OPERATOR(pg_catalog.<>) _try_grant.owner THEN
-                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
-            END IF;
-            IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
-               AND NOT lease._is_admin(caller) THEN
-                RAISE EXCEPTION USING ERRCODE = '42501',
-                    MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
-            END IF;
+        IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
+           AND NOT lease._is_admin(caller) THEN
+            RAISE EXCEPTION USING ERRCODE = '42501',
+                MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
         END IF;
-        tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+    END IF;
+    -- The holders of a marked name (no owner, expires_at 'infinity'): live
+    -- ones count; ended ones whose fenced writes are over (their holder lock
+    -- is free) are ended by this grant; an ended one whose writes are still
+    -- in flight, and the owner's own live holder when it cannot be locked,
+    -- count as live.
+    IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
+            IF h.expires_at OPERATOR(pg_catalog.>) now THEN
+                PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
+                IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
+                   AND h.session IS NULL THEN
+                    IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
+                       AND NOT lease._is_admin(caller) THEN
+                        RAISE EXCEPTION USING ERRCODE = '42501',
+                            MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+                    END IF;
+                    IF pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                        replaced := h.token;
+                        CONTINUE;
+                    END IF;
+                END IF;
+            ELSIF pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                ended := ended OPERATOR(pg_catalog.||) h.token;
+                CONTINUE;
+            END IF;
+            live_count := live_count OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+    END IF;
+    IF live_count OPERATOR(pg_catalog.>) 0
+       AND (exclusive OR (mode OPERATOR(pg_catalog.=) 'semaphore' AND live_count OPERATOR(pg_catalog.>=) permits)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+    END IF;
+    IF NOT write THEN
+        RETURN NULL;
+    END IF;
+
+    IF NOT exclusive AND r.owner IS NOT NULL THEN
+        -- A lease that expired unreported: reported here.
+        PERFORM lease._history('expired', name, r.token, r.owner, r.role);
+        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+    END IF;
+    -- The holders this grant ends: ended ones reported as expired, the
+    -- owner's own replaced silently.
+    FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
+        PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+    END LOOP;
+    IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+    END IF;
+    IF replaced IS NOT NULL THEN
+        DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) replaced;
+    END IF;
+    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+    IF exclusive THEN
         IF found_row THEN
             IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.<=) now THEN
                 PERFORM lease._history('expired', name, r.token, r.owner, r.role);
                 PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
-               SET owner = _try_grant.owner, token = tok, ttl = _try_grant.ttl, acquired_at = now,
-                   renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) _try_grant.ttl,
+               SET owner = _grant.owner, token = tok, ttl = _grant.ttl, acquired_at = now,
+                   renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) _grant.ttl,
                    role = caller, session = NULL
-             WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name;
+             WHERE l.name OPERATOR(pg_catalog.=) _grant.name;
         ELSE
             INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
             VALUES (name, owner, tok, ttl, now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
         END IF;
-        PERFORM lease._history('acquired', name, tok, owner, caller);
-        PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
-        RETURN tok;
+    ELSE
+        -- The name's row takes the new token and the mark: no owner,
+        -- expires_at 'infinity' (docs/reference.md).
+        IF found_row THEN
+            UPDATE lease.leases AS l
+               SET owner = NULL, token = tok, ttl = _grant.ttl, acquired_at = now, renewed_at = now,
+                   expires_at = 'infinity'::pg_catalog.timestamptz, role = caller, session = NULL
+             WHERE l.name OPERATOR(pg_catalog.=) _grant.name;
+        ELSE
+            INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
+            VALUES (name, NULL, tok, ttl, now, now, 'infinity'::pg_catalog.timestamptz, caller, NULL);
+        END IF;
+        INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session)
+        VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
+                now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+    END IF;
+    PERFORM lease._history('acquired', name, tok, owner, caller);
+    PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
+    RETURN tok;
+END $$;
+
+-- One attempt at a grant, never waiting: the token, or NULL when the lease is
+-- busy. The fence lock, the row lock and holder locks are kept only on
+-- success: a busy answer rolls back the subtransaction that took them
+-- (docs/sql-edition.md, "Locks").
+CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole,
+                                 mode text DEFAULT 'exclusive', permits integer DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    BEGIN
+        RETURN lease._grant(name, owner, ttl, caller, mode, permits, true);
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
         RETURN NULL;
     END;
+END $$;
+
+-- All or none (lease_acquire_all): names, in the one order every caller uses
+-- (by bytes), are checked one after the other, each keeping its locks, and
+-- written only when every one can be granted; when one is busy, the
+-- subtransaction rolls back and lets go of every lock taken. The tokens, in
+-- the order of names, or NULL.
+CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole)
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    toks bigint[] := '{}';
+BEGIN
+    BEGIN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false);
+        END LOOP;
+        FOREACH n IN ARRAY names LOOP
+            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true);
+        END LOOP;
+        RETURN toks;
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        RETURN NULL;
+    END;
+END $$;
+
+-- For a waiter: when the live grant in the way of a request for name ends
+-- (the earliest expiry among the holders that fill it), or NULL when no live
+-- grant is in the way (the name is only busy: its fence lock is taken).
+CREATE FUNCTION lease._blocked_until(name text, owner text, mode text, permits integer)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    now timestamptz := pg_catalog.clock_timestamp();
+    n integer;
+    earliest timestamptz;
+BEGIN
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _blocked_until.name;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.>) now
+       AND (mode OPERATOR(pg_catalog.<>) 'exclusive' OR r.owner OPERATOR(pg_catalog.<>) _blocked_until.owner) THEN
+        RETURN r.expires_at;
+    END IF;
+    IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+       AND mode OPERATOR(pg_catalog.<>) 'shared' THEN
+        SELECT pg_catalog.count(*), pg_catalog.min(h.expires_at) INTO n, earliest
+          FROM lease.holders AS h
+         WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
+           AND h.expires_at OPERATOR(pg_catalog.>) now
+           AND NOT (mode OPERATOR(pg_catalog.=) 'semaphore' AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
+                    AND h.session IS NULL);
+        IF n OPERATOR(pg_catalog.>) 0
+           AND (mode OPERATOR(pg_catalog.=) 'exclusive' OR n OPERATOR(pg_catalog.>=) permits) THEN
+            RETURN earliest;
+        END IF;
+    END IF;
+    RETURN NULL;
 END $$;
 
 -- A lock_timeout setting that runs out at deadline (at least 1 ms).
@@ -537,58 +793,35 @@ BEGIN
     PERFORM lease._await_wakers(false);
 END $$;
 
--- The API. --------------------------------------------------------------------
-
-CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
-                                    wait interval DEFAULT '0')
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+-- Waiting (docs/sql-edition.md, "Waiting"), for every acquire with a wait:
+-- line up in the lock manager's FIFO queue of the line lock of every name
+-- (in the order of names, the one order all callers use), then, at the head
+-- of every line, try; between tries, sleep until the grant in the way
+-- expires or a releaser wakes this backend, or wait for a busy name's fence
+-- lock. Bounded by the wait and by the caller's own lock_timeout, both
+-- counted from started. The tokens in the order of names, or NULL (55P03
+-- when lock_timeout ran out first).
+CREATE FUNCTION lease._acquire(names text[], owner text, ttl interval, wait interval, caller regrole,
+                               mode text, permits integer, started timestamptz)
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    normal interval;
-    caller regrole := lease._caller();
+    keys integer[];
     key integer;
-    started timestamptz := pg_catalog.clock_timestamp();
+    n text;
     deadline timestamptz;
     user_timeout_ms bigint;
     user_deadline timestamptz;
     saved_timeout text;
-    in_line boolean := false;
-    holder text;
-    tok bigint;
+    in_line integer := 0;
+    toks bigint[];
     next_expiry timestamptz;
+    waited boolean;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
-    normal := lease._ttl(ttl);
-    IF wait IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
-    END IF;
-    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative';
-    END IF;
-    key := lease._name_key(name);
-
-    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
-        -- Queued waiters come first: while anyone waits in line, NULL.
-        IF NOT pg_catalog.pg_try_advisory_lock(19537, key) THEN
-            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-            RETURN NULL;
-        END IF;
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
-        tok := lease._try_grant(name, owner, normal, caller);
-        IF tok IS NULL THEN
-            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-        END IF;
-        RETURN tok;
-    END IF;
-
-    -- Waiting (docs/sql-edition.md, "Waiting"): line up in the lock manager's
-    -- FIFO queue of the name's line lock, then, at the head, sleep until the
-    -- grant's expiry or a releaser's wake. Bounded by the wait and by the
-    -- caller's own lock_timeout, both counted from the start of the call.
+    SELECT pg_catalog.array_agg(lease._name_key(x.n) ORDER BY x.i) INTO keys
+      FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i);
     PERFORM pg_catalog.nextval('lease.stat_waits'::pg_catalog.regclass);
     deadline := started OPERATOR(pg_catalog.+) lease._ttl(wait, 'wait');
     saved_timeout := pg_catalog.current_setting('lock_timeout');
@@ -601,40 +834,62 @@ BEGIN
         PERFORM pg_catalog.pg_advisory_lock(19521, pg_catalog.pg_backend_pid());
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
-            PERFORM pg_catalog.pg_advisory_lock(19537, key);
-            in_line := true;
+            FOREACH key IN ARRAY keys LOOP
+                PERFORM pg_catalog.pg_advisory_lock(19537, key);
+                in_line := in_line OPERATOR(pg_catalog.+) 1;
+            END LOOP;
         EXCEPTION WHEN lock_not_available THEN
             NULL;
         END;
         PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-        WHILE in_line LOOP
+        WHILE in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
             BEGIN
-                tok := lease._try_grant(name, owner, normal, caller);
-                EXIT WHEN tok IS NOT NULL;
+                IF mode OPERATOR(pg_catalog.=) 'all' THEN
+                    toks := lease._try_grant_all(names, owner, ttl, caller);
+                ELSE
+                    toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits)];
+                    IF toks[1] IS NULL THEN
+                        toks := NULL;
+                    END IF;
+                END IF;
+                EXIT WHEN toks IS NOT NULL;
                 EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
-                SELECT l.owner, l.expires_at INTO holder, next_expiry
-                  FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name;
-                IF holder IS NOT NULL AND holder OPERATOR(pg_catalog.<>) owner
-                   AND next_expiry OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+                next_expiry := NULL;
+                FOREACH n IN ARRAY names LOOP
+                    next_expiry := lease._blocked_until(n, owner,
+                        CASE WHEN mode OPERATOR(pg_catalog.=) 'all' THEN 'exclusive' ELSE mode END, permits);
+                    EXIT WHEN next_expiry IS NOT NULL;
+                END LOOP;
+                IF next_expiry IS NOT NULL THEN
                     -- Held: sleep until its expiry, unless a release wakes us.
                     PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
                         LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
                 ELSE
-                    -- Grantable but for an open fenced write, heartbeat, release,
-                    -- grant or revoke of the name: wait for the fence lock, and
-                    -- keep it only with the grant.
-                    BEGIN
-                        PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
-                        PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
-                        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-                        tok := lease._try_grant(name, owner, normal, caller);
-                        IF tok IS NULL THEN
+                    -- Grantable but for an open fenced write, heartbeat,
+                    -- release, grant or revoke: wait for each busy name's
+                    -- fence lock in turn, holding none of them (a writer
+                    -- may hold them in any order), then try again.
+                    waited := false;
+                    FOREACH key IN ARRAY keys LOOP
+                        BEGIN
+                            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, key) THEN
+                                PERFORM pg_catalog.set_config('lock_timeout',
+                                    lease._ms_until(LEAST(deadline, user_deadline)), true);
+                                PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
+                                waited := true;
+                            END IF;
                             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
-                        END IF;
-                    EXCEPTION WHEN lock_not_available OR SQLSTATE 'LFBSY' THEN
-                        tok := NULL;
-                    END;
-                    EXIT WHEN tok IS NOT NULL;
+                        EXCEPTION WHEN SQLSTATE 'LFBSY' OR lock_not_available THEN
+                            PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                        END;
+                    END LOOP;
+                    IF NOT waited THEN
+                        -- Nothing was busy but a permit or shared grant that
+                        -- ended while its fenced write is still open: its
+                        -- holder lock wakes nobody when that ends, so look
+                        -- again in 10 ms, as the extension does.
+                        PERFORM pg_catalog.pg_sleep(0.01);
+                    END IF;
                 END IF;
             EXCEPTION WHEN query_canceled THEN
                 IF NOT lease._woken(SQLERRM) THEN
@@ -645,13 +900,17 @@ BEGIN
             END;
         END LOOP;
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM lease._leave_line(key);
+        FOREACH key IN ARRAY keys LOOP
+            PERFORM lease._leave_line(key);
+        END LOOP;
         RAISE;
     END;
-    PERFORM lease._leave_line(key);
+    FOREACH key IN ARRAY keys LOOP
+        PERFORM lease._leave_line(key);
+    END LOOP;
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-    IF tok IS NOT NULL THEN
-        RETURN tok;
+    IF toks IS NOT NULL THEN
+        RETURN toks;
     END IF;
     IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
         RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
@@ -660,8 +919,201 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- The wait argument: not NULL, not negative.
+CREATE FUNCTION lease._check_wait(wait interval)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF wait IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative';
+    END IF;
+END $$;
+
+-- A request without a wait, of one name: while anyone waits in the name's
+-- line, NULL (queued waiters come first; asking for the name as the other
+-- kind is still 22023); otherwise one attempt.
+CREATE FUNCTION lease._acquire_now(name text, owner text, ttl interval, caller regrole, mode text, permits integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key integer := lease._name_key(name);
+    tok bigint;
+BEGIN
+    IF NOT pg_catalog.pg_try_advisory_lock(19537, key) THEN
+        PERFORM lease._require_same_kind(name, mode, permits);
+        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        RETURN NULL;
+    END IF;
+    PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+    tok := lease._try_grant(name, owner, ttl, caller, mode, permits);
+    IF tok IS NULL THEN
+        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+    END IF;
+    RETURN tok;
+END $$;
+
+-- The API. --------------------------------------------------------------------
+
+CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
+                                    wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'exclusive', NULL);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'exclusive', NULL, started))[1];
+END $$;
+
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
     'Grants the lease to owner if it is free, expired or already owner''s; returns a fresh fencing token, or NULL if someone else holds it after waiting up to wait.';
+
+CREATE FUNCTION lease.semaphore_acquire(name text, owner text, permits integer, ttl interval DEFAULT '20 seconds',
+                                        wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.semaphore_acquire()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    IF permits IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+    END IF;
+    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+            DETAIL = pg_catalog.format('permits was %s.', permits);
+    END IF;
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'semaphore', permits);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'semaphore', permits, started))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.semaphore_acquire(text, text, integer, interval, interval) IS
+    'Grants owner one of permits permits of the semaphore name (owner''s own permit again, with a fresh token); returns its fencing token, or NULL if every permit stays taken past wait.';
+
+CREATE FUNCTION lease.lease_acquire_shared(name text, owner text, ttl interval DEFAULT '20 seconds',
+                                           wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire_shared()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'shared', NULL);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'shared', NULL, started))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.lease_acquire_shared(text, text, interval, interval) IS
+    'Grants owner the lease in shared mode, beside other shared holders, unless an exclusive holder or an earlier exclusive waiter is there; returns a fresh fencing token, or NULL after waiting up to wait.';
+
+CREATE FUNCTION lease.lease_acquire_all(names text[], owner text, ttl interval DEFAULT '20 seconds',
+                                        wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+    sorted text[];
+    n text;
+    i integer := 0;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire_all()');
+    IF names IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
+    END IF;
+    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
+    END IF;
+    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
+            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
+    END IF;
+    FOREACH n IN ARRAY names LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+        IF n IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
+                DETAIL = pg_catalog.format('Element %s is NULL.', i);
+        END IF;
+        PERFORM lease._check_name(n);
+    END LOOP;
+    -- The one order (by bytes) in which every caller takes names: no two
+    -- callers can wait for each other's names.
+    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
+    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
+        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
+        END IF;
+    END LOOP;
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        -- Queued waiters of any of the names come first.
+        FOREACH n IN ARRAY sorted LOOP
+            IF NOT pg_catalog.pg_try_advisory_lock(19537, lease._name_key(n)) THEN
+                PERFORM lease._require_same_kind(n, 'exclusive', NULL);
+                PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+                RETURN NULL;
+            END IF;
+            PERFORM pg_catalog.pg_advisory_unlock(19537, lease._name_key(n));
+        END LOOP;
+        toks := lease._try_grant_all(sorted, owner, normal, lease._caller());
+        IF toks IS NULL THEN
+            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        END IF;
+    ELSE
+        toks := lease._acquire(sorted, owner, normal, wait, lease._caller(), 'all', NULL, started);
+    END IF;
+    IF toks IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The tokens in the order of names.
+    RETURN (SELECT pg_catalog.array_agg(t.tok ORDER BY x.i)
+              FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i)
+              JOIN ROWS FROM (pg_catalog.unnest(sorted), pg_catalog.unnest(toks)) AS t(n, tok)
+                ON t.n OPERATOR(pg_catalog.=) x.n);
+END $$;
+
+COMMENT ON FUNCTION lease.lease_acquire_all(text[], text, interval, interval) IS
+    'Grants every lease of names to owner, or none: the tokens in the order of names, or NULL holding nothing after waiting up to wait. Never deadlocks with other callers.';
 
 CREATE PROCEDURE lease.acquire_wait(name text, owner text, ttl interval, wait interval,
                                     INOUT token bigint DEFAULT NULL)
@@ -675,6 +1127,56 @@ END $$;
 
 COMMENT ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) IS
     'lease_acquire with a wait, as a procedure (in the SQL edition it holds its snapshot while it waits, as the function does).';
+
+-- A heartbeat (normal: the new ttl, or NULL for the holder's own) or a
+-- release (release: true) of a holder's token, under the name's fence lock
+-- in share mode, which the caller holds: takes the holder lock in share mode
+-- (it waits for a takeover or revoke of that holder in flight), and raises
+-- LFNOP when the token is not a live holder of name, which the caller catches
+-- to roll back its locks; 42501 for another role's live holder.
+CREATE FUNCTION lease._holder_change(name text, token bigint, normal interval, caller regrole, release boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h lease.holders%ROWTYPE;
+    now timestamptz;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+    SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
+    now := pg_catalog.clock_timestamp();
+    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+    END IF;
+    IF release THEN
+        DELETE FROM lease.holders AS x
+         WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token AND x.expires_at OPERATOR(pg_catalog.>) now;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+        PERFORM lease._history('released', name, token, h.owner, h.role);
+        PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        PERFORM lease._wake_line(name);
+    ELSE
+        UPDATE lease.holders AS x
+           SET renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) COALESCE(normal, x.ttl)
+         WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token
+           AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+        IF normal IS NOT NULL THEN
+            -- A one-off ttl may bring the expiry forward: the head of the
+            -- line re-reads it.
+            PERFORM lease._wake_line(name);
+        END IF;
+    END IF;
+END $$;
 
 CREATE FUNCTION lease.lease_heartbeat(name text, token bigint, ttl interval DEFAULT NULL)
 RETURNS boolean
@@ -698,6 +1200,11 @@ BEGIN
         -- revoke in flight; kept only on success.
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
+        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's.
+            PERFORM lease._holder_change(name, token, normal, caller, false);
+            RETURN true;
+        END IF;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
            OR r.expires_at OPERATOR(pg_catalog.<=) now THEN
@@ -741,6 +1248,11 @@ BEGIN
     BEGIN
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
+        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's.
+            PERFORM lease._holder_change(name, token, NULL, caller, true);
+            RETURN true;
+        END IF;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
            OR r.expires_at OPERATOR(pg_catalog.<=) now THEN
@@ -780,6 +1292,7 @@ DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
     tok bigint;
+    h record;
 BEGIN
     PERFORM lease._require_writable('lease.lease_revoke()');
     PERFORM lease._check_name(name);
@@ -790,10 +1303,22 @@ BEGIN
         RETURN NULL;
     END IF;
     now := pg_catalog.clock_timestamp();
-    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
     IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.<=) now THEN
         PERFORM lease._history('expired', name, r.token, r.owner, r.role);
     END IF;
+    IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        -- Every holder: wait for its fenced writes already past the check
+        -- (its holder lock), then end it; one that had expired is reported.
+        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at FROM lease.holders AS x
+                  WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
+            PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
+            DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
+            IF FOUND AND h.expires_at OPERATOR(pg_catalog.<=) now THEN
+                PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+            END IF;
+        END LOOP;
+    END IF;
+    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
     UPDATE lease.leases AS l
        SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now)
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
@@ -816,53 +1341,117 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    key integer;
     cur_token bigint;
     cur_owner text;
     cur_expires timestamptz;
     cur_xmax xid;
+    found_row boolean;
+    holder_path boolean := false;
+    h_name text;
+    h_expires timestamptz;
+    h_xmax xid;
     msg text;
     detail text;
     hint text;
 BEGIN
     PERFORM lease._check_name(name);
     PERFORM lease._check_token(token);
-    -- Share mode: fenced writes and heartbeats of one lease never wait for each
-    -- other; a grant (which only tries the lock, exclusively) cannot commit
-    -- until this transaction ends; a revoke waits for it.
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
-    -- Under READ COMMITTED this statement's snapshot is taken after the lock,
-    -- so it sees every grant that committed before. Under REPEATABLE READ and
-    -- SERIALIZABLE it sees the transaction's snapshot: a row version replaced
-    -- since is a serialization failure (docs/sql-edition.md, "Isolation").
-    SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
+    key := lease._name_key(name);
+    -- A marked name (no owner, expires_at 'infinity': a semaphore's or shared
+    -- lease's) and a token up to its latest may be a holder's: a permit's or
+    -- shared grant's writes are ordered by its own holder lock, not the
+    -- name's fence lock, so that they do not hold off grants of the other
+    -- permits (docs/reference.md). The name's lock is then let go of again by
+    -- rolling back the subtransaction that took it. A name that becomes
+    -- marked between this first look and the lock keeps its lock: the write
+    -- is judged the same, it only holds off grants until it ends.
+    SELECT l.token, l.owner, l.expires_at INTO cur_token, cur_owner, cur_expires
       FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
-    IF FOUND AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
-       AND lease._superseded(cur_xmax) THEN
-        PERFORM lease._serialization_failure();
-    END IF;
-    IF NOT FOUND THEN
-        msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
-    ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
-        msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
-        detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
-    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
-        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
-    ELSIF cur_owner IS NULL THEN
-        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
-    ELSIF cur_expires OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN
-        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease expired', token, name);
-        detail := pg_catalog.format('It expired at %s.', cur_expires);
-        hint := 'Heartbeat more often than the ttl, or acquire the lease again.';
+    IF FOUND AND cur_owner IS NULL AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+       AND token OPERATOR(pg_catalog.>) 0 AND token OPERATOR(pg_catalog.<=) cur_token THEN
+        BEGIN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+            SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
+              FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
+            found_row := FOUND;
+            IF found_row AND cur_owner IS NULL AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+               AND token OPERATOR(pg_catalog.<=) cur_token THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFHLD', MESSAGE = 'a holder''s token';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'LFHLD' THEN
+            holder_path := true;
+        END;
     ELSE
-        RETURN;
+        -- Share mode: fenced writes and heartbeats of one lease never wait for
+        -- each other; a grant (which only tries the lock, exclusively) cannot
+        -- commit until this transaction ends; a revoke waits for it.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+        -- Under READ COMMITTED this statement's snapshot is taken after the
+        -- lock, so it sees every grant that committed before. Under
+        -- REPEATABLE READ and SERIALIZABLE it sees the transaction's
+        -- snapshot: a row version replaced since is a serialization failure
+        -- (docs/sql-edition.md, "Isolation").
+        SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
+          FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
+        found_row := FOUND;
+        holder_path := found_row AND cur_owner IS NULL
+                       AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                       AND token OPERATOR(pg_catalog.>) 0 AND token OPERATOR(pg_catalog.<=) cur_token;
+    END IF;
+    IF holder_path THEN
+        -- The holder lock in share mode, to the end of the transaction: a
+        -- takeover or revoke of this holder waits for it (or, in flight,
+        -- makes this wait), and the holder is read after it.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+        SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
+          FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
+        found_row := FOUND;
+        IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+           AND lease._superseded(h_xmax) THEN
+            PERFORM lease._serialization_failure();
+        END IF;
+        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+            RETURN;
+        ELSIF NOT found_row THEN
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
+                                     token, name);
+            detail := pg_catalog.format('The writer holding token %s must stop.', token);
+        ELSE
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: it expired', token, name);
+            hint := 'Heartbeat more often than the ttl, or acquire again.';
+        END IF;
+    ELSE
+        IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+           AND lease._superseded(cur_xmax) THEN
+            PERFORM lease._serialization_failure();
+        END IF;
+        IF NOT found_row THEN
+            msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
+        ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
+            msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
+            detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
+        ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
+            msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
+        ELSIF cur_owner IS NULL THEN
+            msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
+        ELSIF cur_expires OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN
+            msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease expired', token, name);
+            detail := pg_catalog.format('It expired at %s.', cur_expires);
+            hint := 'Heartbeat more often than the ttl, or acquire the lease again.';
+        ELSE
+            RETURN;
+        END IF;
     END IF;
     -- Counted where a sequence can move (not in a read-only transaction or on
     -- a standby, where the fence still works).
     IF NOT pg_catalog.current_setting('transaction_read_only')::boolean THEN
         PERFORM pg_catalog.nextval('lease.stat_fence_rejections'::pg_catalog.regclass);
     END IF;
-    IF detail IS NULL THEN
+    IF detail IS NULL AND hint IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, HINT = hint;
     ELSIF hint IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, DETAIL = detail;
     ELSE
@@ -1136,6 +1725,8 @@ DECLARE
     candidate text;
     r lease.leases%ROWTYPE;
     n integer := 0;
+    h record;
+    gone lease.holders%ROWTYPE;
 BEGIN
     PERFORM lease._require_writable('lease.expire_due()');
     FOR candidate IN
@@ -1155,6 +1746,34 @@ BEGIN
             END IF;
             PERFORM lease._history('expired', candidate, r.token, r.owner, r.role);
             UPDATE lease.leases AS l SET owner = NULL WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            n := n OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+            NULL;
+        END;
+    END LOOP;
+    -- Expired permits and shared grants: each under its name's fence lock
+    -- and its holder lock (both tried: a name busy with a grant, or a
+    -- holder whose fenced write is still open, is left for the next call).
+    FOR h IN
+        SELECT x.token, x.name FROM lease.holders AS x
+         WHERE x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+         ORDER BY x.expires_at
+         LIMIT 1000
+    LOOP
+        BEGIN
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(h.name))
+               OR NOT pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            DELETE FROM lease.holders AS x
+             WHERE x.token OPERATOR(pg_catalog.=) h.token
+               AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+            RETURNING x.* INTO gone;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
             NULL;
@@ -1192,6 +1811,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n bigint;
+    candidate text;
 BEGIN
     PERFORM lease._require_writable('lease.prune()');
     IF older_than IS NULL THEN
@@ -1210,40 +1830,79 @@ BEGIN
      WHERE l.name OPERATOR(pg_catalog.=) doomed.name
        AND l.expires_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than);
     GET DIAGNOSTICS n = ROW_COUNT;
+    -- A semaphore's or shared lease's name (marked) goes once it has no
+    -- holders left and its last grant is at least older_than old; each
+    -- under its fence lock, tried as a grant takes it: a grant in flight
+    -- keeps its name.
+    FOR candidate IN
+        SELECT l.name FROM lease.leases AS l
+         WHERE l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+           AND l.acquired_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than)
+    LOOP
+        BEGIN
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(candidate))
+               OR EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) candidate) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            DELETE FROM lease.leases AS l
+             WHERE l.name OPERATOR(pg_catalog.=) candidate AND l.owner IS NULL
+               AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+               AND l.acquired_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than);
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            n := n OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+            NULL;
+        END;
+    END LOOP;
     RETURN n;
 END $$;
 
 COMMENT ON FUNCTION lease.prune(interval) IS
     'Admin: deletes the rows of leases that have been free or expired for at least older_than; returns how many. Tokens stay safe: they come from one sequence.';
 
--- lease.status, as the extension's (without sessions, semaphores and shared
--- holders, which this edition does not build yet: session and mode columns
--- stay, session always NULL).
+-- lease.status, as the extension's: each holder of a semaphore or shared
+-- lease is a row of its own (mode semaphore or shared) instead of the name's
+-- marked row, which shows only when the name has no holders left (free, no
+-- expiry). Sessions are not built: session is always NULL.
 CREATE VIEW lease.status AS
-SELECT l.name,
-       l.owner,
-       l.token,
+SELECT g.name,
+       g.owner,
+       g.token,
        CASE
-           WHEN l.owner IS NULL THEN 'free'
-           WHEN l.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
+           WHEN g.owner IS NULL THEN 'free'
+           WHEN g.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
            ELSE 'expired'
        END AS state,
        CASE
-           WHEN l.owner IS NOT NULL AND l.expires_at OPERATOR(pg_catalog.>) c.now
-           THEN pg_catalog.date_trunc('milliseconds', l.expires_at OPERATOR(pg_catalog.-) c.now)
+           WHEN g.owner IS NOT NULL AND g.expires_at OPERATOR(pg_catalog.>) c.now
+           THEN pg_catalog.date_trunc('milliseconds', g.expires_at OPERATOR(pg_catalog.-) c.now)
        END AS expires_in,
-       l.ttl,
-       l.acquired_at,
-       l.renewed_at,
-       l.expires_at,
-       l.role,
-       l.session,
-       CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
-  FROM lease.leases AS l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
+       g.ttl,
+       g.acquired_at,
+       g.renewed_at,
+       g.expires_at,
+       g.role,
+       g.session,
+       g.mode
+FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at,
+             CASE WHEN l.owner IS NOT NULL
+                    OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+                  THEN l.expires_at END AS expires_at,
+             l.role, l.session,
+             CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
+        FROM lease.leases AS l
+       WHERE l.owner IS NOT NULL
+          OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+          OR NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name)
+      UNION ALL
+      SELECT h.name, h.owner, h.token, h.ttl, h.acquired_at, h.renewed_at, h.expires_at, h.role, h.session, h.mode
+        FROM lease.holders AS h) AS g
+CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
 
 COMMENT ON VIEW lease.status IS
-    'Leases at a glance: state is held, expired or free by the server clock; expires_in is what is left of a held grant.';
+    'Leases at a glance, one row per holder: state is held, expired or free by the server clock; expires_in is what is left of a held grant; mode is exclusive, shared or semaphore (NULL when free).';
 
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
@@ -1253,11 +1912,13 @@ REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA lease FROM PUBLIC;
-GRANT SELECT ON lease.leases, lease.history, lease.stats, lease.status TO PUBLIC;
+GRANT SELECT ON lease.leases, lease.history, lease.holders, lease.stats, lease.status TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.lease_acquire(text, text, interval, interval),
     lease.lease_heartbeat(text, bigint, interval), lease.lease_release(text, bigint),
     lease.fenced_write(text, bigint), lease.fence_trigger(), lease.set_fence_token(bigint),
-    lease.listen_events() TO PUBLIC;
+    lease.listen_events(), lease.semaphore_acquire(text, text, integer, interval, interval),
+    lease.lease_acquire_shared(text, text, interval, interval), lease.lease_acquire_all(text[], text, interval, interval)
+    TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) TO PUBLIC;
 -- What the public functions call as their caller: set_fence_token,
 -- fence_trigger and acquire_wait run as invoker.

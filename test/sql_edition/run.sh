@@ -56,7 +56,7 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
 REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race fence-check-per-transaction heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write semaphore-cap shared-exclusive-order acquire-all-overlap permit-takeover-vs-fenced-write"}
 
 ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
 # judge DESCRIPTION DIFF NAME: a file passes when DIFF (the diff of its
