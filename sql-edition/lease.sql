@@ -590,7 +590,8 @@ BEGIN
           FROM lease.holders AS h
          WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
            AND h.expires_at OPERATOR(pg_catalog.>) now
-           AND NOT (mode OPERATOR(pg_catalog.=) 'semaphore' AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
+           AND NOT (_blocked_until.mode OPERATOR(pg_catalog.=) 'semaphore'
+                    AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
                     AND h.session IS NULL);
         IF n OPERATOR(pg_catalog.>) 0
            AND (mode OPERATOR(pg_catalog.=) 'exclusive' OR n OPERATOR(pg_catalog.>=) permits) THEN
@@ -630,6 +631,10 @@ $$;
 -- taken) from a user's cancel or statement_timeout (it is not).
 
 -- The backend at the head of the name's line, other than this one, or NULL.
+-- Whoever only looks whether anyone is in line (a release, an acquire
+-- without a wait) tries the line lock in share mode, which fails while a head
+-- holds it or a waiter waits for it: such a look is never taken for a head
+-- (a releaser would interrupt it).
 CREATE FUNCTION lease._line_head(key integer)
 RETURNS integer
 LANGUAGE sql STABLE
@@ -642,6 +647,7 @@ AS $$
        AND k.classid OPERATOR(pg_catalog.=) 19537::pg_catalog.oid
        AND k.objid OPERATOR(pg_catalog.=) ((key::pg_catalog.int8) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
        AND k.objsubid OPERATOR(pg_catalog.=) 2
+       AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
        AND k.granted
        AND k.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
      LIMIT 1
@@ -662,8 +668,8 @@ DECLARE
     head integer;
     saved_timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
-    IF pg_catalog.pg_try_advisory_lock(19537, key) THEN
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+    IF pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
+        PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
         RETURN;                                   -- nobody in line
     END IF;
     head := lease._line_head(key);
@@ -690,22 +696,65 @@ BEGIN
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
 END $$;
 
--- Whether a query_canceled error that reached a waiting backend holding its
--- ack lock is a releaser's wake (its wake lock on this backend is taken)
--- rather than a user's cancel or statement_timeout.
-CREATE FUNCTION lease._woken(message text)
+-- Called by a waiting backend that holds its ack lock on a query_canceled
+-- error: false when it is not a releaser's wake (its wake lock on this
+-- backend is free: a user's cancel or statement_timeout), to be raised
+-- again; otherwise lets the releaser through (gives up the ack lock until no
+-- releaser holds this backend's wake lock, then takes it back) and returns
+-- true. Each step can be done again, so a second releaser's interrupt that
+-- arrives meanwhile (another name of a lease_acquire_all, another holder of a
+-- shared lease) only starts it over: it never escapes as a cancel.
+CREATE FUNCTION lease._wake_handled(message text, holding boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    me integer := pg_catalog.pg_backend_pid();
+    saved_timeout text := pg_catalog.current_setting('lock_timeout');
+    woken boolean := false;
 BEGIN
     IF message OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
         RETURN false;
     END IF;
-    IF pg_catalog.pg_try_advisory_lock_shared(19531, pg_catalog.pg_backend_pid()) THEN
-        PERFORM pg_catalog.pg_advisory_unlock_shared(19531, pg_catalog.pg_backend_pid());
-        RETURN false;
-    END IF;
+    LOOP
+        BEGIN
+            IF NOT woken THEN
+                -- The wake lock taken: a releaser's interrupt (the releaser
+                -- cannot commit and let go of it before it has the ack
+                -- lock, so this looks before letting go of that). Tried at
+                -- transaction level, so nothing stays held if interrupted.
+                BEGIN
+                    IF pg_catalog.pg_try_advisory_xact_lock_shared(19531, me) THEN
+                        RAISE EXCEPTION USING ERRCODE = 'LFFRE', MESSAGE = 'free';
+                    END IF;
+                    woken := true;
+                EXCEPTION WHEN SQLSTATE 'LFFRE' THEN
+                    RETURN false;
+                END;
+            END IF;
+            IF holding THEN
+                PERFORM pg_catalog.pg_advisory_unlock(19521, me);
+                holding := false;
+            END IF;
+            PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+            BEGIN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(19531, me);
+                RAISE EXCEPTION USING ERRCODE = 'LFFRE', MESSAGE = 'free';
+            EXCEPTION WHEN SQLSTATE 'LFFRE' THEN
+                NULL;
+            END;
+            PERFORM pg_catalog.pg_advisory_lock(19521, me);
+            EXIT;
+        EXCEPTION WHEN query_canceled THEN
+            IF SQLERRM OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
+                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                RAISE;
+            END IF;
+            holding := lease._holds(19521, me);
+        END;
+    END LOOP;
+    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
     RETURN true;
 END $$;
 
@@ -757,25 +806,31 @@ AS $$
            AND k.granted)
 $$;
 
--- Leaves the line: lets go of the line and ack locks whatever interrupts it
+-- Leaves the lines: lets go of the line and ack locks whatever interrupts it
 -- (a session-level lock left behind would block the line), then waits out a
 -- releaser that chose this backend as the head before it left.
-CREATE FUNCTION lease._leave_line(key integer)
+CREATE FUNCTION lease._leave_line(keys integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     me integer := pg_catalog.pg_backend_pid();
+    key integer;
     done boolean := false;
     failure text;
     failure_state text;
 BEGIN
     WHILE NOT done LOOP
         BEGIN
-            IF lease._holds(19537, key) THEN
-                PERFORM pg_catalog.pg_advisory_unlock(19537, key);
-            END IF;
+            -- Every line (a lease_acquire_all is in several) before the ack
+            -- lock: a releaser may wake this backend while it is the head of
+            -- any of them; every hold (two names may share a key).
+            FOREACH key IN ARRAY keys LOOP
+                WHILE lease._holds(19537, key) LOOP
+                    PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+                END LOOP;
+            END LOOP;
             IF lease._holds(19521, me) THEN
                 PERFORM pg_catalog.pg_advisory_unlock(19521, me);
             END IF;
@@ -816,6 +871,7 @@ DECLARE
     user_deadline timestamptz;
     saved_timeout text;
     in_line integer := 0;
+    lines_done boolean := false;
     toks bigint[];
     next_expiry timestamptz;
     waited boolean;
@@ -832,82 +888,103 @@ BEGIN
     END IF;
     BEGIN
         PERFORM pg_catalog.pg_advisory_lock(19521, pg_catalog.pg_backend_pid());
-        BEGIN
-            PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
-            FOREACH key IN ARRAY keys LOOP
-                PERFORM pg_catalog.pg_advisory_lock(19537, key);
-                in_line := in_line OPERATOR(pg_catalog.+) 1;
-            END LOOP;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;
-        END;
-        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-        WHILE in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
+        -- Every step below is within a block that takes a releaser's
+        -- interrupt for what it is, wherever it lands (PL/pgSQL looks for
+        -- interrupts between statements too), and goes on where it was; the
+        -- lines are left inside it as well.
+        LOOP
             BEGIN
-                IF mode OPERATOR(pg_catalog.=) 'all' THEN
-                    toks := lease._try_grant_all(names, owner, ttl, caller);
-                ELSE
-                    toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits)];
-                    IF toks[1] IS NULL THEN
-                        toks := NULL;
-                    END IF;
-                END IF;
-                EXIT WHEN toks IS NOT NULL;
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
-                next_expiry := NULL;
-                FOREACH n IN ARRAY names LOOP
-                    next_expiry := lease._blocked_until(n, owner,
-                        CASE WHEN mode OPERATOR(pg_catalog.=) 'all' THEN 'exclusive' ELSE mode END, permits);
-                    EXIT WHEN next_expiry IS NOT NULL;
+                -- At the head of one name's line while in the line of the next, a
+                -- releaser of the first may wake this backend: it then lets the
+                -- releaser through, and goes on waiting.
+                WHILE NOT lines_done AND in_line OPERATOR(pg_catalog.<) pg_catalog.cardinality(keys) LOOP
+                    BEGIN
+                        PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
+                        PERFORM pg_catalog.pg_advisory_lock(19537, keys[in_line OPERATOR(pg_catalog.+) 1]);
+                        in_line := in_line OPERATOR(pg_catalog.+) 1;
+                    EXCEPTION WHEN lock_not_available THEN
+                        lines_done := true;
+                    WHEN query_canceled THEN
+                        IF NOT lease._wake_handled(SQLERRM, true) THEN
+                            RAISE;
+                        END IF;
+                    END;
                 END LOOP;
-                IF next_expiry IS NOT NULL THEN
-                    -- Held: sleep until its expiry, unless a release wakes us.
-                    PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
-                        LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
-                ELSE
-                    -- Grantable but for an open fenced write, heartbeat,
-                    -- release, grant or revoke: wait for each busy name's
-                    -- fence lock in turn, holding none of them (a writer
-                    -- may hold them in any order), then try again.
-                    waited := false;
-                    FOREACH key IN ARRAY keys LOOP
-                        BEGIN
-                            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, key) THEN
-                                PERFORM pg_catalog.set_config('lock_timeout',
-                                    lease._ms_until(LEAST(deadline, user_deadline)), true);
-                                PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
-                                waited := true;
+                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                WHILE toks IS NULL AND in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
+                    BEGIN
+                        IF mode OPERATOR(pg_catalog.=) 'all' THEN
+                            toks := lease._try_grant_all(names, owner, ttl, caller);
+                        ELSE
+                            toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits)];
+                            IF toks[1] IS NULL THEN
+                                toks := NULL;
                             END IF;
-                            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
-                        EXCEPTION WHEN SQLSTATE 'LFBSY' OR lock_not_available THEN
-                            PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-                        END;
-                    END LOOP;
-                    IF NOT waited THEN
-                        -- Nothing was busy but a permit or shared grant that
-                        -- ended while its fenced write is still open: its
-                        -- holder lock wakes nobody when that ends, so look
-                        -- again in 10 ms, as the extension does.
-                        PERFORM pg_catalog.pg_sleep(0.01);
-                    END IF;
-                END IF;
+                        END IF;
+                        EXIT WHEN toks IS NOT NULL;
+                        EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
+                        next_expiry := NULL;
+                        FOREACH n IN ARRAY names LOOP
+                            next_expiry := lease._blocked_until(n, owner,
+                                CASE WHEN mode OPERATOR(pg_catalog.=) 'all' THEN 'exclusive' ELSE mode END, permits);
+                            EXIT WHEN next_expiry IS NOT NULL;
+                        END LOOP;
+                        IF next_expiry IS NOT NULL THEN
+                            -- Held: sleep until its expiry, unless a release wakes us.
+                            PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
+                                LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
+                        ELSE
+                            -- Grantable but for an open fenced write, heartbeat,
+                            -- release, grant or revoke: wait for each busy name's
+                            -- fence lock in turn, holding none of them (a writer
+                            -- may hold them in any order), then try again.
+                            waited := false;
+                            FOREACH key IN ARRAY keys LOOP
+                                BEGIN
+                                    IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, key) THEN
+                                        PERFORM pg_catalog.set_config('lock_timeout',
+                                            lease._ms_until(LEAST(deadline, user_deadline)), true);
+                                        PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
+                                        waited := true;
+                                    END IF;
+                                    RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                                EXCEPTION WHEN SQLSTATE 'LFBSY' OR lock_not_available THEN
+                                    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                                END;
+                            END LOOP;
+                            IF NOT waited THEN
+                                -- Nothing was busy but a permit or shared grant that
+                                -- ended while its fenced write is still open: its
+                                -- holder lock wakes nobody when that ends, so look
+                                -- again in 10 ms, as the extension does.
+                                PERFORM pg_catalog.pg_sleep(0.01);
+                            END IF;
+                        END IF;
+                    EXCEPTION WHEN query_canceled THEN
+                        toks := NULL;   -- a grant made in this block rolled back with it
+                        IF NOT lease._wake_handled(SQLERRM, true) THEN
+                            RAISE;
+                        END IF;
+                    END;
+                END LOOP;
+                PERFORM lease._leave_line(keys);
+                EXIT;
             EXCEPTION WHEN query_canceled THEN
-                IF NOT lease._woken(SQLERRM) THEN
+                -- Whatever this block did rolled back, a grant too; the lines
+                -- may have been left: take them again (a line still held is
+                -- taken again at once) and try again.
+                toks := NULL;
+                in_line := 0;
+                lines_done := false;
+                IF NOT lease._wake_handled(SQLERRM, lease._holds(19521, pg_catalog.pg_backend_pid())) THEN
                     RAISE;
                 END IF;
-                PERFORM pg_catalog.pg_advisory_unlock(19521, pg_catalog.pg_backend_pid());
-                PERFORM lease._await_wakers(true);
             END;
         END LOOP;
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        FOREACH key IN ARRAY keys LOOP
-            PERFORM lease._leave_line(key);
-        END LOOP;
+        PERFORM lease._leave_line(keys);
         RAISE;
     END;
-    FOREACH key IN ARRAY keys LOOP
-        PERFORM lease._leave_line(key);
-    END LOOP;
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
     IF toks IS NOT NULL THEN
         RETURN toks;
@@ -946,12 +1023,12 @@ DECLARE
     key integer := lease._name_key(name);
     tok bigint;
 BEGIN
-    IF NOT pg_catalog.pg_try_advisory_lock(19537, key) THEN
+    IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
         PERFORM lease._require_same_kind(name, mode, permits);
         PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
         RETURN NULL;
     END IF;
-    PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+    PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
     tok := lease._try_grant(name, owner, ttl, caller, mode, permits);
     IF tok IS NULL THEN
         PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
@@ -1088,12 +1165,12 @@ BEGIN
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         -- Queued waiters of any of the names come first.
         FOREACH n IN ARRAY sorted LOOP
-            IF NOT pg_catalog.pg_try_advisory_lock(19537, lease._name_key(n)) THEN
+            IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(n)) THEN
                 PERFORM lease._require_same_kind(n, 'exclusive', NULL);
                 PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
                 RETURN NULL;
             END IF;
-            PERFORM pg_catalog.pg_advisory_unlock(19537, lease._name_key(n));
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(n));
         END LOOP;
         toks := lease._try_grant_all(sorted, owner, normal, lease._caller());
         IF toks IS NULL THEN
