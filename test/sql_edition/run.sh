@@ -433,13 +433,15 @@ report "$(grep -q 'permission denied for function expire_due' <<<"$out"; echo $?
 out=$(app -c "BEGIN READ ONLY" -c "SELECT lease.fenced_write('mv-none', 1)" -c "ROLLBACK" 2>&1 | head -n 1)
 ro=""
 for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbeat('x', NULL)" \
-            "SELECT lease.lease_release('', 1)" "CALL lease.acquire_wait('x', 'w', '1 s', '1 s')"; do
+            "SELECT lease.lease_release('', 1)" "CALL lease.acquire_wait('x', 'w', '1 s', '1 s')" \
+            "SELECT lease.semaphore_acquire('x', 'w', NULL)" "SELECT lease.lease_acquire_shared('', 'w')" \
+            "SELECT lease.lease_acquire_all(ARRAY['x', 'x'], 'w')"; do
     ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
 done
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.expire_due()" -c "ROLLBACK" | head -n 1)
-expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.semaphore_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_shared() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_all() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
 report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
     "read-only: every state change raises 25006 first; the fence reads" "$ro
 $out"
