@@ -1300,6 +1300,11 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
+        IF normal IS NOT NULL THEN
+            -- A one-off ttl may bring the expiry forward: the head of the
+            -- line re-reads it.
+            PERFORM lease._wake_line(name);
+        END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;

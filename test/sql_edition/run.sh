@@ -497,6 +497,27 @@ report "$([[ "$out" =~ ^[1-9][0-9]*\ 0\ 0\ 0\ 0\ $ ]] && [ "$rejected" -gt 0 ]; 
     "concurrent grants and fenced writes: tokens never go down, rows' tokens were granted, none twice, no grant committed before a write under an older token (rows, back, foreign, twice, overtaken)" \
     "$out; rejected writes: $rejected; $(tail -n 3 "$WORK/chaos.log")"
 
+# A heartbeat with a shorter ttl wakes the head, which sleeps to the new
+# expiry: a lease's and a permit's (granted 2 s after it, not at the old
+# expiry a minute on).
+for kind in lease permit; do
+    if [ "$kind" = lease ]; then
+        th=$(q -c "SELECT lease.lease_acquire('hb:$kind', 'a', '1 minute')")
+        q -c "SELECT coalesce(lease.lease_acquire('hb:$kind', 'b', '1 minute', '20 seconds')::text, 'NULL')" >"$WORK/hb_$kind" &
+    else
+        th=$(q -c "SELECT lease.semaphore_acquire('hb:$kind', 'a', 1, '1 minute')")
+        q -c "SELECT coalesce(lease.semaphore_acquire('hb:$kind', 'b', 1, '1 minute', '20 seconds')::text, 'NULL')" >"$WORK/hb_$kind" &
+    fi
+    wait_until 10 heads_are 1
+    q -c "SELECT lease.lease_heartbeat('hb:$kind', $th, '2 seconds')" >/dev/null
+    sleep 1
+    early=$(cat "$WORK/hb_$kind")
+    wait_until 5 done_file "$WORK/hb_$kind"
+    out="early: '$early', then: $(cat "$WORK/hb_$kind")"
+    report "$([ -z "$early" ] && [[ "$(cat "$WORK/hb_$kind")" =~ ^[0-9]+$ ]]; echo $?)" \
+        "wait: a heartbeat with a shorter ttl of a $kind wakes the head, which is granted at the new expiry" "$out"
+done
+
 # A waiting exclusive request holds off later shared ones, so readers cannot
 # starve a writer (specs/shared-exclusive-order.spec, which is not run: see
 # docs/sql-edition.md, "Tests"): r1 holds the name shared; w waits for it
