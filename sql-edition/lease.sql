@@ -64,6 +64,34 @@ CREATE TABLE lease.history (
 COMMENT ON TABLE lease.history IS
     'Append-only log of acquired, released, revoked and expired events. (xid, ordinal) is an event''s position: the writing transaction and the event''s number in it.';
 
+-- One row per holder of a semaphore permit or a shared lease, as the
+-- extension's (docs/reference.md, "Semaphores, shared leases, all-or-none
+-- grants and values"); the name's row in lease.leases then carries the name's
+-- latest token, no owner, and expires_at 'infinity' (marked). session and
+-- value stay NULL: the session forms of semaphore_acquire,
+-- lease_acquire_shared and lease_acquire_all, and lease_set_value, are not
+-- built.
+CREATE TABLE lease.holders (
+    token       bigint      NOT NULL PRIMARY KEY,
+    name        text        NOT NULL,
+    mode        text        NOT NULL,
+    permits     integer,
+    owner       text        NOT NULL,
+    ttl         interval    NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    role        regrole     NOT NULL,
+    session     bigint,
+    value       jsonb
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE lease.holders IS
+    'One row per holder of a semaphore permit (mode semaphore, with its permits) or a shared lease (mode shared). Change it only through the lease functions.';
+
+CREATE INDEX holders_name ON lease.holders (name);
+CREATE INDEX holders_session ON lease.holders (session) WHERE session IS NOT NULL;
+
 -- Counters: sequences, because they count what rolls back too (a rejected
 -- fenced write) and no row is shared by every grant.
 CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 1 START 1 NO CYCLE;
@@ -303,70 +331,309 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'could not serialize access due to concurrent update';
 END $$;
 
--- One attempt at a grant, never waiting: the token, or NULL when the lease is
--- busy (held live by another owner, or its fence lock taken by an open
--- fenced write, heartbeat, release, grant or revoke). The fence lock and the
--- row lock are kept only on success: a busy answer rolls back the
--- subtransaction that took them (docs/sql-edition.md, "Locks"). Under a
--- session (session_acquire), the grant lives by the session: LF003 when the
--- session is no longer live.
-CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole, session bigint DEFAULT NULL)
+-- The holder lock of a permit or shared grant (19528 "LH", a 32-bit hash of
+-- its token): a holder's fenced writes hold it in share mode to the end of
+-- their transaction, and whatever ends the holder (a takeover, a revoke,
+-- expire_due) takes it exclusively, so its own writes, not the name's fence
+-- lock, order them (docs/sql-edition.md, "Locks").
+CREATE FUNCTION lease._token_key(token bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.hashint8(token) $$;
+
+-- A name is a lease (exclusive or shared) or a semaphore of one number of
+-- permits while it has live holders: a live holder of mode h_mode (with
+-- h_permits) against a request of mode (with permits) is a 22023, with the
+-- extension's messages.
+CREATE FUNCTION lease._check_kind(name text, h_mode text, h_permits integer, mode text, permits integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF mode OPERATOR(pg_catalog.=) 'exclusive' THEN
+        IF h_mode OPERATOR(pg_catalog.<>) 'semaphore' THEN
+            RETURN;
+        END IF;
+    ELSIF h_mode OPERATOR(pg_catalog.=) mode THEN
+        IF mode OPERATOR(pg_catalog.<>) 'semaphore' OR h_permits OPERATOR(pg_catalog.=) permits THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('semaphore "%s" has %s permits, not %s', name, h_permits, permits),
+            DETAIL = 'A semaphore''s permits change only when it has no live holders.';
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = pg_catalog.format('"%s" is held as %s, not as %s', name,
+            CASE h_mode WHEN 'semaphore' THEN 'a semaphore' WHEN 'shared' THEN 'a shared lease' ELSE 'a lease' END,
+            CASE mode WHEN 'semaphore' THEN 'a semaphore' WHEN 'shared' THEN 'a shared lease' ELSE 'a lease' END),
+        DETAIL = 'A name is a lease (exclusive or shared) or a semaphore, not both, while it has live holders.';
+END $$;
+
+-- For a request that finds others waiting in the name's line, and so does not
+-- look further: asking for the name as the other kind is still 22023. An
+-- exclusive lease under a session is live while its session is.
+CREATE FUNCTION lease._require_same_kind(name text, mode text, permits integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    h record;
+BEGIN
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _require_same_kind.name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+        IF mode OPERATOR(pg_catalog.=) 'semaphore' THEN
+            PERFORM lease._check_kind(name, 'exclusive', NULL, mode, permits);
+        END IF;
+    ELSIF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.mode, x.permits FROM lease.holders AS x
+                  WHERE x.name OPERATOR(pg_catalog.=) _require_same_kind.name
+                    AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                  ORDER BY x.token LOOP
+            PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
+        END LOOP;
+    END IF;
+END $$;
+
+-- A grant of one name in one mode (exclusive, shared or semaphore with
+-- permits), never waiting, in the subtransaction of its caller: raises
+-- LFBSY when the name is busy (held live in the way, or its fence lock taken
+-- by an open fenced write, heartbeat, release, grant or revoke), which the
+-- caller catches to roll back every lock taken; otherwise keeps the fence
+-- lock, the row lock and the holder locks of the holders it ends, and, when
+-- write, writes the grant and returns its token (without write, checks only
+-- and returns NULL). docs/reference.md, "Semaphores, shared leases, all-or-none
+-- grants and values", says what may be granted beside what. Under a session
+-- (session_acquire; exclusive only), the grant lives by the session:
+-- expires_at 'infinity' and session set; LF003 when the session is no longer
+-- live. An exclusive lease under a session is live while its session is.
+CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
+                             write boolean, session bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
     found_row boolean;
     live boolean;
     now timestamptz;
     tok bigint;
+    exclusive boolean := mode OPERATOR(pg_catalog.=) 'exclusive';
+    live_count integer := 0;
+    ended bigint[] := '{}';
+    replaced bigint;
 BEGIN
-    BEGIN
-        IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+    END IF;
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _grant.name FOR UPDATE;
+    found_row := FOUND;
+    now := pg_catalog.clock_timestamp();
+    IF session IS NOT NULL AND NOT lease._session_live(session, now) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    live := found_row AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now);
+    IF live THEN
+        IF NOT exclusive OR r.owner OPERATOR(pg_catalog.<>) _grant.owner THEN
+            IF mode OPERATOR(pg_catalog.=) 'semaphore' THEN
+                PERFORM lease._check_kind(name, 'exclusive', NULL, mode, permits);
+            END IF;
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
         END IF;
-        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name FOR UPDATE;
-        found_row := FOUND;
-        now := pg_catalog.clock_timestamp();
-        IF session IS NOT NULL AND NOT lease._session_live(session, now) THEN
-            RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+        IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
+           AND NOT lease._is_admin(caller) THEN
+            RAISE EXCEPTION USING ERRCODE = '42501',
+                MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
         END IF;
-        live := found_row AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now);
-        IF live THEN
-            IF r.owner OPERATOR(pg_catalog.<>) _try_grant.owner THEN
-                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+    END IF;
+    -- The holders of a marked name (no owner, expires_at 'infinity'): live
+    -- ones count; ended ones whose fenced writes are over (their holder lock
+    -- is free) are ended by this grant; an ended one whose writes are still
+    -- in flight, and the owner's own live holder when it cannot be locked,
+    -- count as live.
+    IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
+            IF h.expires_at OPERATOR(pg_catalog.>) now THEN
+                PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
+                IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
+                   AND h.session IS NULL THEN
+                    IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
+                       AND NOT lease._is_admin(caller) THEN
+                        RAISE EXCEPTION USING ERRCODE = '42501',
+                            MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+                    END IF;
+                    IF pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                        replaced := h.token;
+                        CONTINUE;
+                    END IF;
+                END IF;
+            ELSIF pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                ended := ended OPERATOR(pg_catalog.||) h.token;
+                CONTINUE;
             END IF;
-            IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
-               AND NOT lease._is_admin(caller) THEN
-                RAISE EXCEPTION USING ERRCODE = '42501',
-                    MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
-            END IF;
-        END IF;
-        tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+            live_count := live_count OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+    END IF;
+    IF live_count OPERATOR(pg_catalog.>) 0
+       AND (exclusive OR (mode OPERATOR(pg_catalog.=) 'semaphore' AND live_count OPERATOR(pg_catalog.>=) permits)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+    END IF;
+    IF NOT write THEN
+        RETURN NULL;
+    END IF;
+
+    IF NOT exclusive AND r.owner IS NOT NULL THEN
+        -- A lease that expired unreported (its session ended): reported here.
+        PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
+        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+    END IF;
+    -- The holders this grant ends: ended ones reported as expired, the
+    -- owner's own replaced silently.
+    FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
+        PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+    END LOOP;
+    IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+    END IF;
+    IF replaced IS NOT NULL THEN
+        DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) replaced;
+    END IF;
+    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+    IF exclusive THEN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
                 PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
                 PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
-               SET owner = _try_grant.owner, token = tok, ttl = _try_grant.ttl, acquired_at = now,
+               SET owner = _grant.owner, token = tok, ttl = _grant.ttl, acquired_at = now,
                    renewed_at = now,
-                   expires_at = CASE WHEN _try_grant.session IS NULL THEN now OPERATOR(pg_catalog.+) _try_grant.ttl
+                   expires_at = CASE WHEN _grant.session IS NULL THEN now OPERATOR(pg_catalog.+) _grant.ttl
                                      ELSE 'infinity' END,
-                   role = caller, session = _try_grant.session
-             WHERE l.name OPERATOR(pg_catalog.=) _try_grant.name;
+                   role = caller, session = _grant.session
+             WHERE l.name OPERATOR(pg_catalog.=) _grant.name;
         ELSE
             INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
             VALUES (name, owner, tok, ttl, now, now,
                     CASE WHEN session IS NULL THEN now OPERATOR(pg_catalog.+) ttl ELSE 'infinity' END, caller, session);
         END IF;
-        PERFORM lease._history('acquired', name, tok, owner, caller, session);
-        PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
-        RETURN tok;
+    ELSE
+        -- The name's row takes the new token and the mark: no owner,
+        -- expires_at 'infinity' (docs/reference.md).
+        IF found_row THEN
+            UPDATE lease.leases AS l
+               SET owner = NULL, token = tok, ttl = _grant.ttl, acquired_at = now, renewed_at = now,
+                   expires_at = 'infinity'::pg_catalog.timestamptz, role = caller, session = NULL
+             WHERE l.name OPERATOR(pg_catalog.=) _grant.name;
+        ELSE
+            INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
+            VALUES (name, NULL, tok, ttl, now, now, 'infinity'::pg_catalog.timestamptz, caller, NULL);
+        END IF;
+        INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session)
+        VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
+                now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+    END IF;
+    PERFORM lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
+    PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
+    RETURN tok;
+END $$;
+
+-- One attempt at a grant, never waiting: the token, or NULL when the lease is
+-- busy. The fence lock, the row lock and holder locks are kept only on
+-- success: a busy answer rolls back the subtransaction that took them
+-- (docs/sql-edition.md, "Locks"). Under a session (exclusive only), LF003
+-- when the session is no longer live.
+CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole,
+                                 mode text DEFAULT 'exclusive', permits integer DEFAULT NULL,
+                                 session bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    BEGIN
+        RETURN lease._grant(name, owner, ttl, caller, mode, permits, true, session);
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
         RETURN NULL;
     END;
+END $$;
+
+-- All or none (lease_acquire_all): names, in the one order every caller uses
+-- (by bytes), are checked one after the other, each keeping its locks, and
+-- written only when every one can be granted; when one is busy, the
+-- subtransaction rolls back and lets go of every lock taken. The tokens, in
+-- the order of names, or NULL.
+CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole)
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text;
+    toks bigint[] := '{}';
+BEGIN
+    BEGIN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false);
+        END LOOP;
+        FOREACH n IN ARRAY names LOOP
+            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true);
+        END LOOP;
+        RETURN toks;
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        RETURN NULL;
+    END;
+END $$;
+
+-- For a waiter: when the live grant in the way of a request for name ends
+-- (the earliest expiry among the holders that fill it; for a lease under a
+-- session, its session's expiry), or NULL when no live grant is in the way
+-- (the name is only busy: its fence lock is taken).
+CREATE FUNCTION lease._blocked_until(name text, owner text, mode text, permits integer)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    now timestamptz := pg_catalog.clock_timestamp();
+    n integer;
+    earliest timestamptz;
+BEGIN
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _blocked_until.name;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now)
+       AND (mode OPERATOR(pg_catalog.<>) 'exclusive' OR r.owner OPERATOR(pg_catalog.<>) _blocked_until.owner) THEN
+        IF r.session IS NOT NULL THEN
+            RETURN (SELECT s.expires_at FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) r.session);
+        END IF;
+        RETURN r.expires_at;
+    END IF;
+    IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+       AND mode OPERATOR(pg_catalog.<>) 'shared' THEN
+        SELECT pg_catalog.count(*), pg_catalog.min(h.expires_at) INTO n, earliest
+          FROM lease.holders AS h
+         WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
+           AND h.expires_at OPERATOR(pg_catalog.>) now
+           AND NOT (_blocked_until.mode OPERATOR(pg_catalog.=) 'semaphore'
+                    AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
+                    AND h.session IS NULL);
+        IF n OPERATOR(pg_catalog.>) 0
+           AND (mode OPERATOR(pg_catalog.=) 'exclusive' OR n OPERATOR(pg_catalog.>=) permits) THEN
+            RETURN earliest;
+        END IF;
+    END IF;
+    RETURN NULL;
 END $$;
 
 -- A lock_timeout setting that runs out at deadline (at least 1 ms).
@@ -399,6 +666,10 @@ $$;
 -- taken) from a user's cancel or statement_timeout (it is not).
 
 -- The backend at the head of the name's line, other than this one, or NULL.
+-- Whoever only looks whether anyone is in line (a release, an acquire
+-- without a wait) tries the line lock in share mode, which fails while a head
+-- holds it or a waiter waits for it: such a look is never taken for a head
+-- (a releaser would interrupt it).
 CREATE FUNCTION lease._line_head(key integer)
 RETURNS integer
 LANGUAGE sql STABLE
@@ -411,6 +682,7 @@ AS $$
        AND k.classid OPERATOR(pg_catalog.=) 19537::pg_catalog.oid
        AND k.objid OPERATOR(pg_catalog.=) ((key::pg_catalog.int8) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid
        AND k.objsubid OPERATOR(pg_catalog.=) 2
+       AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
        AND k.granted
        AND k.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
      LIMIT 1
@@ -431,8 +703,8 @@ DECLARE
     head integer;
     saved_timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
-    IF pg_catalog.pg_try_advisory_lock(19537, key) THEN
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+    IF pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
+        PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
         RETURN;                                   -- nobody in line
     END IF;
     head := lease._line_head(key);
@@ -459,22 +731,65 @@ BEGIN
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
 END $$;
 
--- Whether a query_canceled error that reached a waiting backend holding its
--- ack lock is a releaser's wake (its wake lock on this backend is taken)
--- rather than a user's cancel or statement_timeout.
-CREATE FUNCTION lease._woken(message text)
+-- Called by a waiting backend that holds its ack lock on a query_canceled
+-- error: false when it is not a releaser's wake (its wake lock on this
+-- backend is free: a user's cancel or statement_timeout), to be raised
+-- again; otherwise lets the releaser through (gives up the ack lock until no
+-- releaser holds this backend's wake lock, then takes it back) and returns
+-- true. Each step can be done again, so a second releaser's interrupt that
+-- arrives meanwhile (another name of a lease_acquire_all, another holder of a
+-- shared lease) only starts it over: it never escapes as a cancel.
+CREATE FUNCTION lease._wake_handled(message text, holding boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    me integer := pg_catalog.pg_backend_pid();
+    saved_timeout text := pg_catalog.current_setting('lock_timeout');
+    woken boolean := false;
 BEGIN
     IF message OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
         RETURN false;
     END IF;
-    IF pg_catalog.pg_try_advisory_lock_shared(19531, pg_catalog.pg_backend_pid()) THEN
-        PERFORM pg_catalog.pg_advisory_unlock_shared(19531, pg_catalog.pg_backend_pid());
-        RETURN false;
-    END IF;
+    LOOP
+        BEGIN
+            IF NOT woken THEN
+                -- The wake lock taken: a releaser's interrupt (the releaser
+                -- cannot commit and let go of it before it has the ack
+                -- lock, so this looks before letting go of that). Tried at
+                -- transaction level, so nothing stays held if interrupted.
+                BEGIN
+                    IF pg_catalog.pg_try_advisory_xact_lock_shared(19531, me) THEN
+                        RAISE EXCEPTION USING ERRCODE = 'LFFRE', MESSAGE = 'free';
+                    END IF;
+                    woken := true;
+                EXCEPTION WHEN SQLSTATE 'LFFRE' THEN
+                    RETURN false;
+                END;
+            END IF;
+            IF holding THEN
+                PERFORM pg_catalog.pg_advisory_unlock(19521, me);
+                holding := false;
+            END IF;
+            PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+            BEGIN
+                PERFORM pg_catalog.pg_advisory_xact_lock_shared(19531, me);
+                RAISE EXCEPTION USING ERRCODE = 'LFFRE', MESSAGE = 'free';
+            EXCEPTION WHEN SQLSTATE 'LFFRE' THEN
+                NULL;
+            END;
+            PERFORM pg_catalog.pg_advisory_lock(19521, me);
+            EXIT;
+        EXCEPTION WHEN query_canceled THEN
+            IF SQLERRM OPERATOR(pg_catalog.<>) 'canceling statement due to user request' THEN
+                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                RAISE;
+            END IF;
+            holding := lease._holds(19521, me);
+        END;
+    END LOOP;
+    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
     RETURN true;
 END $$;
 
@@ -526,25 +841,31 @@ AS $$
            AND k.granted)
 $$;
 
--- Leaves the line: lets go of the line and ack locks whatever interrupts it
+-- Leaves the lines: lets go of the line and ack locks whatever interrupts it
 -- (a session-level lock left behind would block the line), then waits out a
 -- releaser that chose this backend as the head before it left.
-CREATE FUNCTION lease._leave_line(key integer)
+CREATE FUNCTION lease._leave_line(keys integer[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     me integer := pg_catalog.pg_backend_pid();
+    key integer;
     done boolean := false;
     failure text;
     failure_state text;
 BEGIN
     WHILE NOT done LOOP
         BEGIN
-            IF lease._holds(19537, key) THEN
-                PERFORM pg_catalog.pg_advisory_unlock(19537, key);
-            END IF;
+            -- Every line (a lease_acquire_all is in several) before the ack
+            -- lock: a releaser may wake this backend while it is the head of
+            -- any of them; every hold (two names may share a key).
+            FOREACH key IN ARRAY keys LOOP
+                WHILE lease._holds(19537, key) LOOP
+                    PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+                END LOOP;
+            END LOOP;
             IF lease._holds(19521, me) THEN
                 PERFORM pg_catalog.pg_advisory_unlock(19521, me);
             END IF;
@@ -562,49 +883,40 @@ BEGIN
     PERFORM lease._await_wakers(false);
 END $$;
 
--- A grant with a wait (arguments checked), for lease_acquire and, under a
--- session, session_acquire: the token, or NULL when the wait ran out.
-CREATE FUNCTION lease._acquire(name text, owner text, normal interval, wait interval, caller regrole,
-                               session bigint)
-RETURNS bigint
+-- Waiting (docs/sql-edition.md, "Waiting"), for every acquire with a wait:
+-- line up in the lock manager's FIFO queue of the line lock of every name
+-- (in the order of names, the one order all callers use), then, at the head
+-- of every line, try; between tries, sleep until the grant in the way
+-- expires or a releaser wakes this backend, or wait for a busy name's fence
+-- lock. Bounded by the wait and by the caller's own lock_timeout, both
+-- counted from started. The tokens in the order of names, or NULL (55P03
+-- when lock_timeout ran out first). Under a session (session_acquire: one
+-- name, exclusive), each try checks the session again (LF003 when it ended).
+-- A lease in the way held under a bound session is waited for on the
+-- session's lock, which its backend lets go of when it exits.
+CREATE FUNCTION lease._acquire(names text[], owner text, ttl interval, wait interval, caller regrole,
+                               mode text, permits integer, started timestamptz, session bigint DEFAULT NULL)
+RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    keys integer[];
     key integer;
-    started timestamptz := pg_catalog.clock_timestamp();
+    n text;
     deadline timestamptz;
     user_timeout_ms bigint;
     user_deadline timestamptz;
     saved_timeout text;
-    in_line boolean := false;
-    holder text;
-    holder_session bigint;
-    holder_live boolean;
-    bound_key integer;
-    tok bigint;
+    in_line integer := 0;
+    lines_done boolean := false;
+    toks bigint[];
     next_expiry timestamptz;
+    bound_key integer;
+    waited boolean;
 BEGIN
-    key := lease._name_key(name);
-
-    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
-        -- Queued waiters come first: while anyone waits in line, NULL.
-        IF NOT pg_catalog.pg_try_advisory_lock(19537, key) THEN
-            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-            RETURN NULL;
-        END IF;
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
-        tok := lease._try_grant(name, owner, normal, caller, session);
-        IF tok IS NULL THEN
-            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-        END IF;
-        RETURN tok;
-    END IF;
-
-    -- Waiting (docs/sql-edition.md, "Waiting"): line up in the lock manager's
-    -- FIFO queue of the name's line lock, then, at the head, sleep until the
-    -- grant's expiry or a releaser's wake. Bounded by the wait and by the
-    -- caller's own lock_timeout, both counted from the start of the call.
+    SELECT pg_catalog.array_agg(lease._name_key(x.n) ORDER BY x.i) INTO keys
+      FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i);
     PERFORM pg_catalog.nextval('lease.stat_waits'::pg_catalog.regclass);
     deadline := started OPERATOR(pg_catalog.+) lease._ttl(wait, 'wait');
     saved_timeout := pg_catalog.current_setting('lock_timeout');
@@ -615,81 +927,130 @@ BEGIN
     END IF;
     BEGIN
         PERFORM pg_catalog.pg_advisory_lock(19521, pg_catalog.pg_backend_pid());
-        BEGIN
-            PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
-            PERFORM pg_catalog.pg_advisory_lock(19537, key);
-            in_line := true;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;
-        END;
-        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-        WHILE in_line LOOP
+        -- Every step below is within a block that takes a releaser's
+        -- interrupt for what it is, wherever it lands (PL/pgSQL looks for
+        -- interrupts between statements too), and goes on where it was; the
+        -- lines are left inside it as well.
+        LOOP
             BEGIN
-                tok := lease._try_grant(name, owner, normal, caller, session);
-                EXIT WHEN tok IS NOT NULL;
-                EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
-                SELECT l.owner, l.expires_at, l.session INTO holder, next_expiry, holder_session
-                  FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _acquire.name;
-                holder_live := holder IS NOT NULL
-                               AND lease._live(next_expiry, holder_session, pg_catalog.clock_timestamp());
-                bound_key := NULL;
-                IF holder_live AND holder_session IS NOT NULL THEN
-                    -- A session's grant lives until the session's expiry, or
-                    -- while its bound backend holds the session's lock.
-                    SELECT s.expires_at, CASE WHEN s.bound_pid IS NOT NULL THEN lease._session_key(s.id) END
-                      INTO next_expiry, bound_key
-                      FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) holder_session;
-                END IF;
-                IF holder_live AND holder OPERATOR(pg_catalog.<>) owner AND bound_key IS NOT NULL THEN
-                    -- Held under a bound session: wait for its lock, which its
-                    -- backend lets go of when it exits, until the session's
-                    -- expiry, unless a release wakes us.
-                    BEGIN
-                        PERFORM pg_catalog.set_config('lock_timeout',
-                            lease._ms_until(LEAST(deadline, user_deadline, next_expiry)), true);
-                        PERFORM pg_catalog.pg_advisory_lock_shared(19522, bound_key);
-                        PERFORM pg_catalog.pg_advisory_unlock_shared(19522, bound_key);
-                        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-                    EXCEPTION WHEN lock_not_available THEN
-                        NULL;
-                    END;
-                ELSIF holder_live AND holder OPERATOR(pg_catalog.<>) owner THEN
-                    -- Held: sleep until its expiry, unless a release wakes us.
-                    PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
-                        LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
-                ELSE
-                    -- Grantable but for an open fenced write, heartbeat, release,
-                    -- grant or revoke of the name: wait for the fence lock, and
-                    -- keep it only with the grant.
+                -- At the head of one name's line while in the line of the next, a
+                -- releaser of the first may wake this backend: it then lets the
+                -- releaser through, and goes on waiting.
+                WHILE NOT lines_done AND in_line OPERATOR(pg_catalog.<) pg_catalog.cardinality(keys) LOOP
                     BEGIN
                         PERFORM pg_catalog.set_config('lock_timeout', lease._ms_until(LEAST(deadline, user_deadline)), true);
-                        PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
-                        PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-                        tok := lease._try_grant(name, owner, normal, caller, session);
-                        IF tok IS NULL THEN
-                            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                        PERFORM pg_catalog.pg_advisory_lock(19537, keys[in_line OPERATOR(pg_catalog.+) 1]);
+                        in_line := in_line OPERATOR(pg_catalog.+) 1;
+                    EXCEPTION WHEN lock_not_available THEN
+                        lines_done := true;
+                    WHEN query_canceled THEN
+                        IF NOT lease._wake_handled(SQLERRM, true) THEN
+                            RAISE;
                         END IF;
-                    EXCEPTION WHEN lock_not_available OR SQLSTATE 'LFBSY' THEN
-                        tok := NULL;
                     END;
-                    EXIT WHEN tok IS NOT NULL;
-                END IF;
+                END LOOP;
+                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                WHILE toks IS NULL AND in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
+                    BEGIN
+                        IF mode OPERATOR(pg_catalog.=) 'all' THEN
+                            toks := lease._try_grant_all(names, owner, ttl, caller);
+                        ELSE
+                            toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits, session)];
+                            IF toks[1] IS NULL THEN
+                                toks := NULL;
+                            END IF;
+                        END IF;
+                        EXIT WHEN toks IS NOT NULL;
+                        EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) LEAST(deadline, user_deadline);
+                        next_expiry := NULL;
+                        FOREACH n IN ARRAY names LOOP
+                            next_expiry := lease._blocked_until(n, owner,
+                                CASE WHEN mode OPERATOR(pg_catalog.=) 'all' THEN 'exclusive' ELSE mode END, permits);
+                            EXIT WHEN next_expiry IS NOT NULL;
+                        END LOOP;
+                        bound_key := NULL;
+                        IF next_expiry IS NOT NULL THEN
+                            -- In the way: a live lease of n (not a holder) under a
+                            -- bound session, whose lock its backend holds.
+                            SELECT lease._session_key(s.id) INTO bound_key
+                              FROM lease.leases AS l
+                              JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
+                             WHERE l.name OPERATOR(pg_catalog.=) n
+                               AND l.owner IS NOT NULL
+                               AND s.bound_pid IS NOT NULL;
+                        END IF;
+                        IF bound_key IS NOT NULL THEN
+                            -- Held under a bound session: wait for its lock, which
+                            -- its backend lets go of when it exits, until the
+                            -- session's expiry, unless a release wakes us.
+                            BEGIN
+                                PERFORM pg_catalog.set_config('lock_timeout',
+                                    lease._ms_until(LEAST(deadline, user_deadline, next_expiry)), true);
+                                PERFORM pg_catalog.pg_advisory_lock_shared(19522, bound_key);
+                                PERFORM pg_catalog.pg_advisory_unlock_shared(19522, bound_key);
+                                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                            EXCEPTION WHEN lock_not_available THEN
+                                NULL;
+                            END;
+                        ELSIF next_expiry IS NOT NULL THEN
+                            -- Held: sleep until its expiry, unless a release wakes us.
+                            PERFORM pg_catalog.pg_sleep(GREATEST(0, pg_catalog.date_part('epoch'::text,
+                                LEAST(deadline, user_deadline, next_expiry) OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
+                        ELSE
+                            -- Grantable but for an open fenced write, heartbeat,
+                            -- release, grant or revoke: wait for each busy name's
+                            -- fence lock in turn, holding none of them (a writer
+                            -- may hold them in any order), then try again.
+                            waited := false;
+                            FOREACH key IN ARRAY keys LOOP
+                                BEGIN
+                                    IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, key) THEN
+                                        PERFORM pg_catalog.set_config('lock_timeout',
+                                            lease._ms_until(LEAST(deadline, user_deadline)), true);
+                                        PERFORM pg_catalog.pg_advisory_xact_lock(19526, key);
+                                        waited := true;
+                                    END IF;
+                                    RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                                EXCEPTION WHEN SQLSTATE 'LFBSY' OR lock_not_available THEN
+                                    PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                                END;
+                            END LOOP;
+                            IF NOT waited THEN
+                                -- Nothing was busy but a permit or shared grant that
+                                -- ended while its fenced write is still open: its
+                                -- holder lock wakes nobody when that ends, so look
+                                -- again in 10 ms, as the extension does.
+                                PERFORM pg_catalog.pg_sleep(0.01);
+                            END IF;
+                        END IF;
+                    EXCEPTION WHEN query_canceled THEN
+                        toks := NULL;   -- a grant made in this block rolled back with it
+                        IF NOT lease._wake_handled(SQLERRM, true) THEN
+                            RAISE;
+                        END IF;
+                    END;
+                END LOOP;
+                PERFORM lease._leave_line(keys);
+                EXIT;
             EXCEPTION WHEN query_canceled THEN
-                IF NOT lease._woken(SQLERRM) THEN
+                -- Whatever this block did rolled back, a grant too; the lines
+                -- may have been left: take them again (a line still held is
+                -- taken again at once) and try again.
+                toks := NULL;
+                in_line := 0;
+                lines_done := false;
+                IF NOT lease._wake_handled(SQLERRM, lease._holds(19521, pg_catalog.pg_backend_pid())) THEN
                     RAISE;
                 END IF;
-                PERFORM pg_catalog.pg_advisory_unlock(19521, pg_catalog.pg_backend_pid());
-                PERFORM lease._await_wakers(true);
             END;
         END LOOP;
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM lease._leave_line(key);
+        PERFORM lease._leave_line(keys);
         RAISE;
     END;
-    PERFORM lease._leave_line(key);
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-    IF tok IS NOT NULL THEN
-        RETURN tok;
+    IF toks IS NOT NULL THEN
+        RETURN toks;
     END IF;
     IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
         RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
@@ -698,6 +1059,35 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- A request without a wait, of one name: while anyone waits in the name's
+-- line, NULL (queued waiters come first; asking for the name as the other
+-- kind is still 22023); otherwise one attempt (under session, for
+-- session_acquire).
+CREATE FUNCTION lease._acquire_now(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
+                                   session bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key integer := lease._name_key(name);
+    tok bigint;
+BEGIN
+    IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
+        PERFORM lease._require_same_kind(name, mode, permits);
+        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        RETURN NULL;
+    END IF;
+    PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
+    tok := lease._try_grant(name, owner, ttl, caller, mode, permits, session);
+    IF tok IS NULL THEN
+        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+    END IF;
+    RETURN tok;
+END $$;
+
+-- The API. --------------------------------------------------------------------
+
 CREATE FUNCTION lease.lease_acquire(name text, owner text, ttl interval DEFAULT '20 seconds',
                                     wait interval DEFAULT '0')
 RETURNS bigint
@@ -705,6 +1095,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
     normal interval;
 BEGIN
     PERFORM lease._require_writable('lease.lease_acquire()');
@@ -712,11 +1103,144 @@ BEGIN
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     PERFORM lease._check_wait(wait);
-    RETURN lease._acquire(name, owner, normal, wait, lease._caller(), NULL);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'exclusive', NULL);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'exclusive', NULL, started))[1];
 END $$;
 
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
     'Grants the lease to owner if it is free, expired or already owner''s; returns a fresh fencing token, or NULL if someone else holds it after waiting up to wait.';
+
+CREATE FUNCTION lease.semaphore_acquire(name text, owner text, permits integer, ttl interval DEFAULT '20 seconds',
+                                        wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.semaphore_acquire()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    IF permits IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+    END IF;
+    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+            DETAIL = pg_catalog.format('permits was %s.', permits);
+    END IF;
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'semaphore', permits);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'semaphore', permits, started))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.semaphore_acquire(text, text, integer, interval, interval) IS
+    'Grants owner one of permits permits of the semaphore name (owner''s own permit again, with a fresh token); returns its fencing token, or NULL if every permit stays taken past wait.';
+
+CREATE FUNCTION lease.lease_acquire_shared(name text, owner text, ttl interval DEFAULT '20 seconds',
+                                           wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire_shared()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'shared', NULL);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'shared', NULL, started))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.lease_acquire_shared(text, text, interval, interval) IS
+    'Grants owner the lease in shared mode, beside other shared holders, unless an exclusive holder or an earlier exclusive waiter is there; returns a fresh fencing token, or NULL after waiting up to wait.';
+
+CREATE FUNCTION lease.lease_acquire_all(names text[], owner text, ttl interval DEFAULT '20 seconds',
+                                        wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+    sorted text[];
+    n text;
+    i integer := 0;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire_all()');
+    IF names IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
+    END IF;
+    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
+    END IF;
+    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
+            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
+    END IF;
+    FOREACH n IN ARRAY names LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+        IF n IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
+                DETAIL = pg_catalog.format('Element %s is NULL.', i);
+        END IF;
+        PERFORM lease._check_name(n);
+    END LOOP;
+    -- The one order (by bytes) in which every caller takes names: no two
+    -- callers can wait for each other's names.
+    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
+    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
+        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
+        END IF;
+    END LOOP;
+    PERFORM lease._check_name(owner, 'owner');
+    normal := lease._ttl(ttl);
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        -- Queued waiters of any of the names come first.
+        FOREACH n IN ARRAY sorted LOOP
+            IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(n)) THEN
+                PERFORM lease._require_same_kind(n, 'exclusive', NULL);
+                PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+                RETURN NULL;
+            END IF;
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(n));
+        END LOOP;
+        toks := lease._try_grant_all(sorted, owner, normal, lease._caller());
+        IF toks IS NULL THEN
+            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        END IF;
+    ELSE
+        toks := lease._acquire(sorted, owner, normal, wait, lease._caller(), 'all', NULL, started);
+    END IF;
+    IF toks IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The tokens in the order of names.
+    RETURN (SELECT pg_catalog.array_agg(t.tok ORDER BY x.i)
+              FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i)
+              JOIN ROWS FROM (pg_catalog.unnest(sorted), pg_catalog.unnest(toks)) AS t(n, tok)
+                ON t.n OPERATOR(pg_catalog.=) x.n);
+END $$;
+
+COMMENT ON FUNCTION lease.lease_acquire_all(text[], text, interval, interval) IS
+    'Grants every lease of names to owner, or none: the tokens in the order of names, or NULL holding nothing after waiting up to wait. Never deadlocks with other callers.';
 
 CREATE PROCEDURE lease.acquire_wait(name text, owner text, ttl interval, wait interval,
                                     INOUT token bigint DEFAULT NULL)
@@ -730,6 +1254,56 @@ END $$;
 
 COMMENT ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) IS
     'lease_acquire with a wait, as a procedure (in the SQL edition it holds its snapshot while it waits, as the function does).';
+
+-- A heartbeat (normal: the new ttl, or NULL for the holder's own) or a
+-- release (release: true) of a holder's token, under the name's fence lock
+-- in share mode, which the caller holds: takes the holder lock in share mode
+-- (it waits for a takeover or revoke of that holder in flight), and raises
+-- LFNOP when the token is not a live holder of name, which the caller catches
+-- to roll back its locks; 42501 for another role's live holder.
+CREATE FUNCTION lease._holder_change(name text, token bigint, normal interval, caller regrole, release boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h lease.holders%ROWTYPE;
+    now timestamptz;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+    SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
+    now := pg_catalog.clock_timestamp();
+    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
+        RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+    END IF;
+    IF release THEN
+        DELETE FROM lease.holders AS x
+         WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token AND x.expires_at OPERATOR(pg_catalog.>) now;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+        PERFORM lease._history('released', name, token, h.owner, h.role);
+        PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        PERFORM lease._wake_line(name);
+    ELSE
+        UPDATE lease.holders AS x
+           SET renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) COALESCE(normal, x.ttl)
+         WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token
+           AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+        IF normal IS NOT NULL THEN
+            -- A one-off ttl may bring the expiry forward: the head of the
+            -- line re-reads it.
+            PERFORM lease._wake_line(name);
+        END IF;
+    END IF;
+END $$;
 
 CREATE FUNCTION lease.lease_heartbeat(name text, token bigint, ttl interval DEFAULT NULL)
 RETURNS boolean
@@ -753,6 +1327,11 @@ BEGIN
         -- revoke in flight; kept only on success.
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
+        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's.
+            PERFORM lease._holder_change(name, token, normal, caller, false);
+            RETURN true;
+        END IF;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
            OR NOT lease._live(r.expires_at, r.session, now) THEN
@@ -773,6 +1352,11 @@ BEGIN
            AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+        IF normal IS NOT NULL THEN
+            -- A one-off ttl may bring the expiry forward: the head of the
+            -- line re-reads it.
+            PERFORM lease._wake_line(name);
         END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
@@ -799,6 +1383,11 @@ BEGIN
     BEGIN
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
+        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's.
+            PERFORM lease._holder_change(name, token, NULL, caller, true);
+            RETURN true;
+        END IF;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
            OR NOT lease._live(r.expires_at, r.session, now) THEN
@@ -839,6 +1428,7 @@ DECLARE
     now timestamptz;
     live boolean;
     tok bigint;
+    h record;
 BEGIN
     PERFORM lease._require_writable('lease.lease_revoke()');
     PERFORM lease._check_name(name);
@@ -849,11 +1439,23 @@ BEGIN
         RETURN NULL;
     END IF;
     now := pg_catalog.clock_timestamp();
-    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
     live := lease._live(r.expires_at, r.session, now);
     IF r.owner IS NOT NULL AND NOT live THEN
         PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
     END IF;
+    IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        -- Every holder: wait for its fenced writes already past the check
+        -- (its holder lock), then end it; one that had expired is reported.
+        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at FROM lease.holders AS x
+                  WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
+            PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
+            DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
+            IF FOUND AND h.expires_at OPERATOR(pg_catalog.<=) now THEN
+                PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+            END IF;
+        END LOOP;
+    END IF;
+    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
     UPDATE lease.leases AS l
        SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
@@ -876,64 +1478,127 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    key integer;
     cur_token bigint;
     cur_owner text;
     cur_expires timestamptz;
     cur_session bigint;
     cur_xmax xid;
+    found_row boolean;
+    holder_path boolean := false;
+    h_name text;
+    h_expires timestamptz;
+    h_xmax xid;
     msg text;
     detail text;
     hint text;
 BEGIN
     PERFORM lease._check_name(name);
     PERFORM lease._check_token(token);
-    -- Share mode: fenced writes and heartbeats of one lease never wait for each
-    -- other; a grant (which only tries the lock, exclusively) cannot commit
-    -- until this transaction ends; a revoke waits for it.
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
-    -- Under READ COMMITTED this statement's snapshot is taken after the lock,
-    -- so it sees every grant that committed before. Under REPEATABLE READ and
-    -- SERIALIZABLE it sees the transaction's snapshot: a row version replaced
-    -- since is a serialization failure (docs/sql-edition.md, "Isolation").
-    SELECT l.token, l.owner, l.expires_at, l.session, l.xmax INTO cur_token, cur_owner, cur_expires, cur_session, cur_xmax
+    key := lease._name_key(name);
+    -- A marked name (no owner, expires_at 'infinity': a semaphore's or shared
+    -- lease's) and a token up to its latest may be a holder's: a permit's or
+    -- shared grant's writes are ordered by its own holder lock, not the
+    -- name's fence lock, so that they do not hold off grants of the other
+    -- permits (docs/reference.md). The name's lock is then let go of again by
+    -- rolling back the subtransaction that took it. A name that becomes
+    -- marked between this first look and the lock keeps its lock: the write
+    -- is judged the same, it only holds off grants until it ends.
+    SELECT l.token, l.owner, l.expires_at INTO cur_token, cur_owner, cur_expires
       FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
-    IF FOUND AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
-       AND (lease._superseded(cur_xmax)
-            OR (cur_session IS NOT NULL
-                AND lease._superseded(COALESCE((SELECT s.xmax FROM lease.sessions AS s
-                                                 WHERE s.id OPERATOR(pg_catalog.=) cur_session), '0'::xid)))) THEN
-        PERFORM lease._serialization_failure();
-    END IF;
-    IF NOT FOUND THEN
-        msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
-    ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
-        msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
-        detail := 'A lease''s tokens only grow and are all positive, so this token did not come from a grant of this lease: a token of another lease, or a corrupted one.';
-    ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
-        msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
-        detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
-    ELSIF cur_owner IS NULL THEN
-        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
-    ELSIF cur_session IS NOT NULL AND NOT lease._live(cur_expires, cur_session, pg_catalog.clock_timestamp()) THEN
-        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: its session %s ended',
-                                 token, name, cur_session);
-        hint := 'Keep the session alive more often than its ttl, or acquire the lease again.';
-    ELSIF cur_expires OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN
-        msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease expired', token, name);
-        detail := pg_catalog.format('It expired at %s.', cur_expires);
-        hint := 'Heartbeat more often than the ttl, or acquire the lease again.';
+    IF FOUND AND cur_owner IS NULL AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+       AND token OPERATOR(pg_catalog.>) 0 AND token OPERATOR(pg_catalog.<=) cur_token THEN
+        BEGIN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+            SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
+              FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
+            found_row := FOUND;
+            IF found_row AND cur_owner IS NULL AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+               AND token OPERATOR(pg_catalog.<=) cur_token THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFHLD', MESSAGE = 'a holder''s token';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'LFHLD' THEN
+            holder_path := true;
+        END;
     ELSE
-        RETURN;
+        -- Share mode: fenced writes and heartbeats of one lease never wait for
+        -- each other; a grant (which only tries the lock, exclusively) cannot
+        -- commit until this transaction ends; a revoke waits for it.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+        -- Under READ COMMITTED this statement's snapshot is taken after the
+        -- lock, so it sees every grant that committed before. Under
+        -- REPEATABLE READ and SERIALIZABLE it sees the transaction's
+        -- snapshot: a row version replaced since is a serialization failure
+        -- (docs/sql-edition.md, "Isolation").
+        SELECT l.token, l.owner, l.expires_at, l.session, l.xmax
+          INTO cur_token, cur_owner, cur_expires, cur_session, cur_xmax
+          FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
+        found_row := FOUND;
+        holder_path := found_row AND cur_owner IS NULL
+                       AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                       AND token OPERATOR(pg_catalog.>) 0 AND token OPERATOR(pg_catalog.<=) cur_token;
+    END IF;
+    IF holder_path THEN
+        -- The holder lock in share mode, to the end of the transaction: a
+        -- takeover or revoke of this holder waits for it (or, in flight,
+        -- makes this wait), and the holder is read after it.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+        SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
+          FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
+        found_row := FOUND;
+        IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+           AND lease._superseded(h_xmax) THEN
+            PERFORM lease._serialization_failure();
+        END IF;
+        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+            RETURN;
+        ELSIF NOT found_row THEN
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
+                                     token, name);
+            detail := pg_catalog.format('The writer holding token %s must stop.', token);
+        ELSE
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: it expired', token, name);
+            hint := 'Heartbeat more often than the ttl, or acquire again.';
+        END IF;
+    ELSE
+        IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+           AND (lease._superseded(cur_xmax)
+                OR (cur_session IS NOT NULL
+                    AND lease._superseded(COALESCE((SELECT s.xmax FROM lease.sessions AS s
+                                                     WHERE s.id OPERATOR(pg_catalog.=) cur_session), '0'::xid)))) THEN
+            PERFORM lease._serialization_failure();
+        END IF;
+        IF NOT found_row THEN
+            msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
+        ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
+            msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
+            detail := 'A lease''s tokens only grow and are all positive, so this token did not come from a grant of this lease: a token of another lease, or a corrupted one.';
+        ELSIF token OPERATOR(pg_catalog.<) cur_token THEN
+            msg := pg_catalog.format('stale fencing token %s for lease "%s": the current token is %s', token, name, cur_token);
+            detail := pg_catalog.format('The lease has been granted or revoked since this token was issued; the writer holding token %s must stop.', token);
+        ELSIF cur_owner IS NULL THEN
+            msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease was released', token, name);
+        ELSIF cur_session IS NOT NULL AND NOT lease._live(cur_expires, cur_session, pg_catalog.clock_timestamp()) THEN
+            msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: its session %s ended',
+                                     token, name, cur_session);
+            hint := 'Keep the session alive more often than its ttl, or acquire the lease again.';
+        ELSIF cur_expires OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() THEN
+            msg := pg_catalog.format('fencing token %s for lease "%s" is no longer live: the lease expired', token, name);
+            detail := pg_catalog.format('It expired at %s.', cur_expires);
+            hint := 'Heartbeat more often than the ttl, or acquire the lease again.';
+        ELSE
+            RETURN;
+        END IF;
     END IF;
     -- Counted where a sequence can move (not in a read-only transaction or on
     -- a standby, where the fence still works).
     IF NOT pg_catalog.current_setting('transaction_read_only')::boolean THEN
         PERFORM pg_catalog.nextval('lease.stat_fence_rejections'::pg_catalog.regclass);
     END IF;
-    IF detail IS NULL AND hint IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, HINT = hint;
-    ELSIF detail IS NULL THEN
+    IF detail IS NULL AND hint IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg;
+    ELSIF detail IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, HINT = hint;
     ELSIF hint IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = msg, DETAIL = detail;
     ELSE
@@ -1207,6 +1872,8 @@ DECLARE
     candidate text;
     r lease.leases%ROWTYPE;
     n integer := 0;
+    h record;
+    gone lease.holders%ROWTYPE;
 BEGIN
     PERFORM lease._require_writable('lease.expire_due()');
     FOR candidate IN
@@ -1230,6 +1897,34 @@ BEGIN
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
              WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            n := n OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+            NULL;
+        END;
+    END LOOP;
+    -- Expired permits and shared grants: each under its name's fence lock
+    -- and its holder lock (both tried: a name busy with a grant, or a
+    -- holder whose fenced write is still open, is left for the next call).
+    FOR h IN
+        SELECT x.token, x.name FROM lease.holders AS x
+         WHERE x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+         ORDER BY x.expires_at
+         LIMIT 1000
+    LOOP
+        BEGIN
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(h.name))
+               OR NOT pg_catalog.pg_try_advisory_xact_lock(19528, lease._token_key(h.token)) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            DELETE FROM lease.holders AS x
+             WHERE x.token OPERATOR(pg_catalog.=) h.token
+               AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+            RETURNING x.* INTO gone;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
             NULL;
@@ -1267,6 +1962,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     n bigint;
+    candidate text;
 BEGIN
     PERFORM lease._require_writable('lease.prune()');
     IF older_than IS NULL THEN
@@ -1285,40 +1981,79 @@ BEGIN
      WHERE l.name OPERATOR(pg_catalog.=) doomed.name
        AND l.expires_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than);
     GET DIAGNOSTICS n = ROW_COUNT;
+    -- A semaphore's or shared lease's name (marked) goes once it has no
+    -- holders left and its last grant is at least older_than old; each
+    -- under its fence lock, tried as a grant takes it: a grant in flight
+    -- keeps its name.
+    FOR candidate IN
+        SELECT l.name FROM lease.leases AS l
+         WHERE l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+           AND l.acquired_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than)
+    LOOP
+        BEGIN
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(candidate))
+               OR EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) candidate) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            DELETE FROM lease.leases AS l
+             WHERE l.name OPERATOR(pg_catalog.=) candidate AND l.owner IS NULL
+               AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+               AND l.acquired_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than);
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+            n := n OPERATOR(pg_catalog.+) 1;
+        EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+            NULL;
+        END;
+    END LOOP;
     RETURN n;
 END $$;
 
 COMMENT ON FUNCTION lease.prune(interval) IS
     'Admin: deletes the rows of leases that have been free or expired for at least older_than; returns how many. Tokens stay safe: they come from one sequence.';
 
--- lease.status, as the extension's (without sessions, semaphores and shared
--- holders, which this edition does not build yet: session and mode columns
--- stay, session always NULL).
+-- lease.status, as the extension's: each holder of a semaphore or shared
+-- lease is a row of its own (mode semaphore or shared) instead of the name's
+-- marked row, which shows only when the name has no holders left (free, no
+-- expiry). Sessions are not built: session is always NULL.
 CREATE VIEW lease.status AS
-SELECT l.name,
-       l.owner,
-       l.token,
+SELECT g.name,
+       g.owner,
+       g.token,
        CASE
-           WHEN l.owner IS NULL THEN 'free'
-           WHEN l.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
+           WHEN g.owner IS NULL THEN 'free'
+           WHEN g.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
            ELSE 'expired'
        END AS state,
        CASE
-           WHEN l.owner IS NOT NULL AND l.expires_at OPERATOR(pg_catalog.>) c.now
-           THEN pg_catalog.date_trunc('milliseconds', l.expires_at OPERATOR(pg_catalog.-) c.now)
+           WHEN g.owner IS NOT NULL AND g.expires_at OPERATOR(pg_catalog.>) c.now
+           THEN pg_catalog.date_trunc('milliseconds', g.expires_at OPERATOR(pg_catalog.-) c.now)
        END AS expires_in,
-       l.ttl,
-       l.acquired_at,
-       l.renewed_at,
-       l.expires_at,
-       l.role,
-       l.session,
-       CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
-  FROM lease.leases AS l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
+       g.ttl,
+       g.acquired_at,
+       g.renewed_at,
+       g.expires_at,
+       g.role,
+       g.session,
+       g.mode
+FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at,
+             CASE WHEN l.owner IS NOT NULL
+                    OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+                  THEN l.expires_at END AS expires_at,
+             l.role, l.session,
+             CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
+        FROM lease.leases AS l
+       WHERE l.owner IS NOT NULL
+          OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+          OR NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name)
+      UNION ALL
+      SELECT h.name, h.owner, h.token, h.ttl, h.acquired_at, h.renewed_at, h.expires_at, h.role, h.session, h.mode
+        FROM lease.holders AS h) AS g
+CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
 
 COMMENT ON VIEW lease.status IS
-    'Leases at a glance: state is held, expired or free by the server clock; expires_in is what is left of a held grant.';
+    'Leases at a glance, one row per holder: state is held, expired or free by the server clock; expires_in is what is left of a held grant; mode is exclusive, shared or semaphore (NULL when free).';
 
 -- Sessions (docs/concepts.md, "Sessions"; docs/sql-edition.md, "Sessions"). --
 -- One keepalive keeps every lease acquired under the session; a session's
@@ -1592,6 +2327,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
     caller regrole := lease._caller();
     r lease.sessions%ROWTYPE;
 BEGIN
@@ -1610,41 +2346,57 @@ BEGIN
     SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_acquire.session;
     PERFORM lease._require_acting_for_session(r.role, session, caller);
     -- Each attempt checks the session again (LF003 when it ended meanwhile).
-    RETURN lease._acquire(name, r.owner, r.ttl, wait, caller, session);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'exclusive', NULL, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'exclusive', NULL, started, session))[1];
 END $$;
 
 COMMENT ON FUNCTION lease.session_acquire(bigint, text, interval) IS
     'Acquires a lease under a live session (owner: the session''s owner); returns a fresh token, or NULL if another holder keeps it past wait.';
 
--- lease.status, as the extension's with sessions: a session's lease shows
--- its session's expiry and lives as long as the session (a bound session
--- while its backend holds the session's lock).
+-- lease.status, as the extension's with sessions and holders: one row per
+-- holder of a semaphore or shared lease; a session's lease shows its
+-- session's expiry and lives as long as the session (a bound session while
+-- its backend holds the session's lock).
 CREATE OR REPLACE VIEW lease.status AS
-SELECT l.name,
-       l.owner,
-       l.token,
+SELECT g.name,
+       g.owner,
+       g.token,
        CASE
-           WHEN l.owner IS NULL THEN 'free'
+           WHEN g.owner IS NULL THEN 'free'
            WHEN e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now THEN 'held'
            ELSE 'expired'
        END AS state,
        CASE
-           WHEN l.owner IS NOT NULL AND e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now
+           WHEN g.owner IS NOT NULL AND e.alive AND e.expires_at OPERATOR(pg_catalog.>) c.now
            THEN pg_catalog.date_trunc('milliseconds', e.expires_at OPERATOR(pg_catalog.-) c.now)
        END AS expires_in,
-       l.ttl,
-       l.acquired_at,
-       l.renewed_at,
+       g.ttl,
+       g.acquired_at,
+       g.renewed_at,
        e.expires_at,
-       l.role,
-       l.session,
-       CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
-  FROM lease.leases AS l
- CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c
-  LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
- CROSS JOIN LATERAL (
-    SELECT CASE WHEN l.session IS NULL THEN l.expires_at ELSE s.expires_at END AS expires_at,
-           l.session IS NULL
+       g.role,
+       g.session,
+       g.mode
+FROM (SELECT l.name, l.owner, l.token, l.ttl, l.acquired_at, l.renewed_at,
+             CASE WHEN l.owner IS NOT NULL
+                    OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+                  THEN l.expires_at END AS expires_at,
+             l.role, l.session,
+             CASE WHEN l.owner IS NOT NULL THEN 'exclusive' END AS mode
+        FROM lease.leases AS l
+       WHERE l.owner IS NOT NULL
+          OR l.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz
+          OR NOT EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) l.name)
+      UNION ALL
+      SELECT h.name, h.owner, h.token, h.ttl, h.acquired_at, h.renewed_at, h.expires_at, h.role, h.session, h.mode
+        FROM lease.holders AS h) AS g
+CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c
+LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) g.session
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN g.session IS NULL THEN g.expires_at ELSE s.expires_at END AS expires_at,
+           g.session IS NULL
            OR (s.closed_at IS NULL
                AND (s.bound_pid IS NULL
                     OR EXISTS (SELECT FROM pg_catalog.pg_locks AS k
@@ -1658,10 +2410,10 @@ SELECT l.name,
                                         WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
                                   AND k.objid OPERATOR(pg_catalog.=)
                                       pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))) AS alive
- ) AS e;
+) AS e;
 
 COMMENT ON VIEW lease.status IS
-    'Leases at a glance: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant.';
+    'Leases at a glance, one row per holder: state is held, expired or free by the server clock (a session lease by its session); expires_in is what is left of a held grant; mode is exclusive, shared or semaphore (NULL when free).';
 
 -- Idempotency keys (docs/concepts.md, "Idempotency keys"; docs/sql-edition.md,
 -- "Idempotency keys"). ------------------------------------------------------
@@ -1769,10 +2521,12 @@ BEGIN
         IF FOUND AND l.owner IS NOT NULL AND lease._live(l.expires_at, l.session, now) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
         END IF;
-        IF NOT pg_catalog.pg_try_advisory_lock(19537, name_key) THEN
+        -- Queued waiters come first (share mode, as _acquire_now: two
+        -- begins or acquires without a wait do not take each other for one).
+        IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, name_key) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
         END IF;
-        PERFORM pg_catalog.pg_advisory_unlock(19537, name_key);
+        PERFORM pg_catalog.pg_advisory_unlock_shared(19537, name_key);
         tok := lease._try_grant(key, owner, normal, caller);
         IF tok IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
@@ -1914,11 +2668,13 @@ REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA lease FROM PUBLIC;
-GRANT SELECT ON lease.leases, lease.history, lease.stats, lease.status TO PUBLIC;
+GRANT SELECT ON lease.leases, lease.history, lease.holders, lease.stats, lease.status TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.lease_acquire(text, text, interval, interval),
     lease.lease_heartbeat(text, bigint, interval), lease.lease_release(text, bigint),
     lease.fenced_write(text, bigint), lease.fence_trigger(), lease.set_fence_token(bigint),
-    lease.listen_events() TO PUBLIC;
+    lease.listen_events(), lease.semaphore_acquire(text, text, integer, interval, interval),
+    lease.lease_acquire_shared(text, text, interval, interval), lease.lease_acquire_all(text[], text, interval, interval)
+    TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) TO PUBLIC;
 -- What the public functions call as their caller: set_fence_token,
 -- fence_trigger and acquire_wait run as invoker.

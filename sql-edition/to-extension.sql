@@ -16,7 +16,7 @@ BEGIN;
 
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
-LOCK TABLE lease.leases, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -25,10 +25,17 @@ ALTER SCHEMA lease RENAME TO lease_sqled;
 -- newest version (at the end).
 CREATE EXTENSION lease VERSION '1.4';
 
--- Every lease as it is: name, owner, token, ttl, times, role.
+-- Every lease as it is: name, owner, token, ttl, times, role (a semaphore's or
+-- shared lease's marked row too).
 INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
 SELECT name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session
   FROM lease_sqled.leases;
+
+-- Every permit and shared grant, under its marked name row (1.3's holders).
+INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role,
+                           session, value)
+SELECT token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session, value
+  FROM lease_sqled.holders;
 
 INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
 SELECT at, event, name, token, owner, session, role, xid, ordinal
@@ -56,7 +63,8 @@ SELECT pg_catalog.setval('lease.session_id_seq', s.last_value, true)
 
 -- The next token is larger than every token the edition issued.
 SELECT pg_catalog.setval('lease.fencing_token_seq',
-                         GREATEST(s.last_value, COALESCE((SELECT max(token) FROM lease_sqled.leases), 1)), true)
+                         GREATEST(s.last_value, COALESCE((SELECT max(token) FROM lease_sqled.leases), 1),
+                                  COALESCE((SELECT max(token) FROM lease_sqled.holders), 1)), true)
   FROM lease_sqled.fencing_token_seq AS s
  WHERE s.is_called OR EXISTS (SELECT FROM lease_sqled.leases);
 
