@@ -87,6 +87,18 @@ COMMENT ON VIEW lease.stats IS
     'Counters since installation: grants, denials (NULL answers), waits, takeovers (grants after an expiry), releases, revokes, fence rejections (LF001).';
 
 -- Internal helpers (not part of the API; not executable by PUBLIC). -------------
+--
+-- The helpers the calls of the hot path go through (_name_key, _caller,
+-- _require_writable, _check_name, _check_token, _ttl, _history, _watched,
+-- _try_grant, _wake_line, _setting_token, _row_lease_name) have no SET
+-- search_path: none is SECURITY DEFINER, they run with the search_path of
+-- the function calling them, which fixes it (the API functions, the fence
+-- trigger), and they name everything schema-qualified anyway. A SET clause
+-- saves and restores the setting at every call and keeps the SQL ones from
+-- being inlined (they were parsed and planned again in every transaction):
+-- bench/sql-edition measured that. In plpgsql, a call whose result is not
+-- needed is an assignment to "ignored" rather than a PERFORM: an assignment
+-- is a simple expression, a PERFORM runs the executor.
 
 -- The advisory lock keys (docs/sql-edition.md, "Locks"). SQL can take only
 -- advisory locks with objsubid 1 (one bigint key) or 2 (two integer keys);
@@ -96,15 +108,13 @@ COMMENT ON VIEW lease.stats IS
 CREATE FUNCTION lease._name_key(name text)
 RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.hashtext(name COLLATE "C") $$;
+AS $$ SELECT pg_catalog.hashtext(name COLLATE pg_catalog."C") $$;
 
 -- The role a call is made for: SECURITY DEFINER makes current_user the
 -- installer's role, but leaves the caller's SET ROLE setting alone.
 CREATE FUNCTION lease._caller()
 RETURNS regrole
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
                 THEN pg_catalog.session_user()::pg_catalog.regrole
@@ -130,7 +140,6 @@ $$;
 CREATE FUNCTION lease._require_writable(function_name text)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
@@ -142,7 +151,6 @@ END $$;
 CREATE FUNCTION lease._check_name(name text, what text DEFAULT 'lease name')
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF name IS NULL THEN
@@ -157,7 +165,6 @@ END $$;
 CREATE FUNCTION lease._check_token(token bigint)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF token IS NULL THEN
@@ -171,9 +178,9 @@ END $$;
 CREATE FUNCTION lease._ttl(ttl interval, what text DEFAULT 'ttl')
 RETURNS interval
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    probe timestamptz;
     secs numeric;
     normal interval;
 BEGIN
@@ -186,7 +193,7 @@ BEGIN
     END IF;
     BEGIN
         normal := pg_catalog.make_interval(secs => secs::pg_catalog.float8);
-        PERFORM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) normal;
+        probe := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) normal;
     EXCEPTION WHEN datetime_field_overflow OR numeric_value_out_of_range THEN
         RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = what OPERATOR(pg_catalog.||) ' is out of range';
     END;
@@ -202,14 +209,14 @@ END $$;
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
 BEGIN
-    PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+    ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, NULL, role, xid, ordinal);
     IF lease._watched() THEN
@@ -228,14 +235,15 @@ END $$;
 CREATE FUNCTION lease._watched()
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
 BEGIN
     IF pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN
         RETURN true;
     END IF;
     IF pg_catalog.pg_try_advisory_lock(19534, 0) THEN
-        PERFORM pg_catalog.pg_advisory_unlock(19534, 0);
+        ignored := pg_catalog.pg_advisory_unlock(19534, 0);
         RETURN false;
     END IF;
     RETURN true;
@@ -296,9 +304,9 @@ END $$;
 CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     r lease.leases%ROWTYPE;
     found_row boolean;
     now timestamptz;
@@ -324,8 +332,8 @@ BEGIN
         tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
         IF found_row THEN
             IF r.owner IS NOT NULL AND r.expires_at OPERATOR(pg_catalog.<=) now THEN
-                PERFORM lease._history('expired', name, r.token, r.owner, r.role);
-                PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+                ignored := lease._history('expired', name, r.token, r.owner, r.role);
+                ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
                SET owner = _try_grant.owner, token = tok, ttl = _try_grant.ttl, acquired_at = now,
@@ -336,8 +344,8 @@ BEGIN
             INSERT INTO lease.leases (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
             VALUES (name, owner, tok, ttl, now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
         END IF;
-        PERFORM lease._history('acquired', name, tok, owner, caller);
-        PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
+        ignored := lease._history('acquired', name, tok, owner, caller);
+        ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
         RETURN tok;
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
         RETURN NULL;
@@ -399,15 +407,15 @@ $$;
 CREATE FUNCTION lease._wake_line(name text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     key integer := lease._name_key(name);
     head integer;
     saved_timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
     IF pg_catalog.pg_try_advisory_lock(19537, key) THEN
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+        ignored := pg_catalog.pg_advisory_unlock(19537, key);
         RETURN;                                   -- nobody in line
     END IF;
     head := lease._line_head(key);
@@ -546,6 +554,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     normal interval;
     caller regrole := lease._caller();
     key integer;
@@ -559,9 +568,9 @@ DECLARE
     tok bigint;
     next_expiry timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
+    ignored := lease._require_writable('lease.lease_acquire()');
+    ignored := lease._check_name(name);
+    ignored := lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     IF wait IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
@@ -577,7 +586,7 @@ BEGIN
             PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
             RETURN NULL;
         END IF;
-        PERFORM pg_catalog.pg_advisory_unlock(19537, key);
+        ignored := pg_catalog.pg_advisory_unlock(19537, key);
         tok := lease._try_grant(name, owner, normal, caller);
         IF tok IS NULL THEN
             PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
@@ -682,21 +691,22 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     normal interval;
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_heartbeat()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    ignored := lease._require_writable('lease.lease_heartbeat()');
+    ignored := lease._check_name(name);
+    ignored := lease._check_token(token);
     IF ttl IS NOT NULL THEN
         normal := lease._ttl(ttl);
     END IF;
     BEGIN
         -- The fence lock in share mode, as a fenced write: waits for a grant or
         -- revoke in flight; kept only on success.
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
@@ -731,15 +741,16 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_release()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    ignored := lease._require_writable('lease.lease_release()');
+    ignored := lease._check_name(name);
+    ignored := lease._check_token(token);
     BEGIN
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
         now := pg_catalog.clock_timestamp();
         IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
@@ -759,9 +770,9 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        PERFORM lease._history('released', name, token, r.owner, r.role);
-        PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        PERFORM lease._wake_line(name);
+        ignored := lease._history('released', name, token, r.owner, r.role);
+        ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        ignored := lease._wake_line(name);
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -816,6 +827,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     cur_token bigint;
     cur_owner text;
     cur_expires timestamptz;
@@ -824,12 +836,12 @@ DECLARE
     detail text;
     hint text;
 BEGIN
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    ignored := lease._check_name(name);
+    ignored := lease._check_token(token);
     -- Share mode: fenced writes and heartbeats of one lease never wait for each
     -- other; a grant (which only tries the lock, exclusively) cannot commit
     -- until this transaction ends; a revoke waits for it.
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+    ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
     -- Under READ COMMITTED this statement's snapshot is taken after the lock,
     -- so it sees every grant that committed before. Under REPEATABLE READ and
     -- SERIALIZABLE it sees the transaction's snapshot: a row version replaced
@@ -890,7 +902,6 @@ COMMENT ON FUNCTION lease.set_fence_token(bigint) IS
 CREATE FUNCTION lease._setting_token()
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v text := NULLIF(pg_catalog.btrim(COALESCE(pg_catalog.current_setting('lease.fence_token', true), '')), '');
@@ -910,7 +921,6 @@ END $$;
 CREATE FUNCTION lease._row_lease_name(template text, r anyelement, tbl regclass, trigger_name text)
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     out text := '';
