@@ -234,20 +234,14 @@ END $$;
 -- it, hence the setting listen_events leaves.
 CREATE FUNCTION lease._watched()
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE
+LANGUAGE sql VOLATILE
 AS $$
-DECLARE
-    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
-BEGIN
-    IF pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN true;
-    END IF;
-    IF pg_catalog.pg_try_advisory_lock(19534, 0) THEN
-        ignored := pg_catalog.pg_advisory_unlock(19534, 0);
-        RETURN false;
-    END IF;
-    RETURN true;
-END $$;
+    -- SQL, so that it is inlined; CASE evaluates in order: the unlock only
+    -- after a successful try.
+    SELECT CASE WHEN pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN true
+                WHEN pg_catalog.pg_try_advisory_lock(19534, 0) THEN NOT pg_catalog.pg_advisory_unlock(19534, 0)
+                ELSE true END
+$$;
 
 
 -- Whether the version of a lease row this transaction's snapshot sees was
@@ -568,9 +562,15 @@ DECLARE
     tok bigint;
     next_expiry timestamptz;
 BEGIN
-    ignored := lease._require_writable('lease.lease_acquire()');
-    ignored := lease._check_name(name);
-    ignored := lease._check_name(owner, 'owner');
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_acquire()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_name(owner, 'owner');
+    END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'wait must not be NULL';
@@ -697,9 +697,12 @@ DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    ignored := lease._require_writable('lease.lease_heartbeat()');
-    ignored := lease._check_name(name);
-    ignored := lease._check_token(token);
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_heartbeat()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     IF ttl IS NOT NULL THEN
         normal := lease._ttl(ttl);
     END IF;
@@ -746,9 +749,12 @@ DECLARE
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    ignored := lease._require_writable('lease.lease_release()');
-    ignored := lease._check_name(name);
-    ignored := lease._check_token(token);
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_release()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     BEGIN
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
@@ -772,7 +778,12 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, r.owner, r.role);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        ignored := lease._wake_line(name);
+        -- As _wake_line's first step, without its call when nobody is in line.
+        IF pg_catalog.pg_try_advisory_lock(19537, lease._name_key(name)) THEN
+            ignored := pg_catalog.pg_advisory_unlock(19537, lease._name_key(name));
+        ELSE
+            ignored := lease._wake_line(name);
+        END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -836,8 +847,10 @@ DECLARE
     detail text;
     hint text;
 BEGIN
-    ignored := lease._check_name(name);
-    ignored := lease._check_token(token);
+    IF (pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     -- Share mode: fenced writes and heartbeats of one lease never wait for each
     -- other; a grant (which only tries the lock, exclusively) cannot commit
     -- until this transaction ends; a revoke waits for it.
