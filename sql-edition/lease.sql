@@ -115,6 +115,19 @@ COMMENT ON VIEW lease.stats IS
     'Counters since installation: grants, denials (NULL answers), waits, takeovers (grants after an expiry), releases, revokes, fence rejections (LF001).';
 
 -- Internal helpers (not part of the API; not executable by PUBLIC). -------------
+--
+-- The helpers the calls of the hot path go through (_name_key, _caller,
+-- _require_writable, _check_name, _check_token, _check_wait, _ttl, _history,
+-- _watched, _live, _token_key, _acquire_now, _try_grant, _grant,
+-- _holder_change, _wake_line, _setting_token, _row_lease_name) have no SET
+-- search_path: none is SECURITY DEFINER, they run with the search_path of
+-- the function calling them, which fixes it (the API functions, the fence
+-- trigger), and they name everything schema-qualified anyway. A SET clause
+-- saves and restores the setting at every call and keeps the SQL ones from
+-- being inlined (they were parsed and planned again in every transaction):
+-- bench/sql-edition measured that. In plpgsql, a call whose result is not
+-- needed is an assignment to "ignored" rather than a PERFORM: an assignment
+-- is a simple expression, a PERFORM runs the executor.
 
 -- The advisory lock keys (docs/sql-edition.md, "Locks"). SQL can take only
 -- advisory locks with objsubid 1 (one bigint key) or 2 (two integer keys);
@@ -124,15 +137,13 @@ COMMENT ON VIEW lease.stats IS
 CREATE FUNCTION lease._name_key(name text)
 RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.hashtext(name COLLATE "C") $$;
+AS $$ SELECT pg_catalog.hashtext(name COLLATE pg_catalog."C") $$;
 
 -- The role a call is made for: SECURITY DEFINER makes current_user the
 -- installer's role, but leaves the caller's SET ROLE setting alone.
 CREATE FUNCTION lease._caller()
 RETURNS regrole
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
                 THEN pg_catalog.session_user()::pg_catalog.regrole
@@ -158,7 +169,6 @@ $$;
 CREATE FUNCTION lease._require_writable(function_name text)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
@@ -170,7 +180,6 @@ END $$;
 CREATE FUNCTION lease._check_name(name text, what text DEFAULT 'lease name')
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF name IS NULL THEN
@@ -185,7 +194,6 @@ END $$;
 CREATE FUNCTION lease._check_token(token bigint)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF token IS NULL THEN
@@ -196,7 +204,6 @@ END $$;
 CREATE FUNCTION lease._check_wait(wait interval)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF wait IS NULL THEN
@@ -213,9 +220,9 @@ END $$;
 CREATE FUNCTION lease._ttl(ttl interval, what text DEFAULT 'ttl')
 RETURNS interval
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    probe timestamptz;
     secs numeric;
     normal interval;
 BEGIN
@@ -228,7 +235,7 @@ BEGIN
     END IF;
     BEGIN
         normal := pg_catalog.make_interval(secs => secs::pg_catalog.float8);
-        PERFORM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) normal;
+        probe := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) normal;
     EXCEPTION WHEN datetime_field_overflow OR numeric_value_out_of_range THEN
         RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = what OPERATOR(pg_catalog.||) ' is out of range';
     END;
@@ -245,14 +252,14 @@ CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, 
                                session bigint DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
 BEGIN
-    PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+    ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
@@ -270,19 +277,14 @@ END $$;
 -- it, hence the setting listen_events leaves.
 CREATE FUNCTION lease._watched()
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql VOLATILE
 AS $$
-BEGIN
-    IF pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN true;
-    END IF;
-    IF pg_catalog.pg_try_advisory_lock(19534, 0) THEN
-        PERFORM pg_catalog.pg_advisory_unlock(19534, 0);
-        RETURN false;
-    END IF;
-    RETURN true;
-END $$;
+    -- SQL, so that it is inlined; CASE evaluates in order: the unlock only
+    -- after a successful try.
+    SELECT CASE WHEN pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN true
+                WHEN pg_catalog.pg_try_advisory_lock(19534, 0) THEN NOT pg_catalog.pg_advisory_unlock(19534, 0)
+                ELSE true END
+$$;
 
 
 -- Whether the version of a lease row this transaction's snapshot sees was
@@ -339,7 +341,6 @@ END $$;
 CREATE FUNCTION lease._token_key(token bigint)
 RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.hashint8(token) $$;
 
 -- A name is a lease (exclusive or shared) or a semaphore of one number of
@@ -417,9 +418,9 @@ CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole
                              write boolean, session bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     r lease.leases%ROWTYPE;
     h lease.holders%ROWTYPE;
     found_row boolean;
@@ -444,7 +445,7 @@ BEGIN
     IF live THEN
         IF NOT exclusive OR r.owner OPERATOR(pg_catalog.<>) _grant.owner THEN
             IF mode OPERATOR(pg_catalog.=) 'semaphore' THEN
-                PERFORM lease._check_kind(name, 'exclusive', NULL, mode, permits);
+                ignored := lease._check_kind(name, 'exclusive', NULL, mode, permits);
             END IF;
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
         END IF;
@@ -462,7 +463,7 @@ BEGIN
     IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
             IF h.expires_at OPERATOR(pg_catalog.>) now THEN
-                PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
+                ignored := lease._check_kind(name, h.mode, h.permits, mode, permits);
                 IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
                    AND h.session IS NULL THEN
                     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
@@ -492,16 +493,16 @@ BEGIN
 
     IF NOT exclusive AND r.owner IS NOT NULL THEN
         -- A lease that expired unreported (its session ended): reported here.
-        PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
-        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+        ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
+        ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     -- The holders this grant ends: ended ones reported as expired, the
     -- owner's own replaced silently.
     FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
-        PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+        ignored := lease._history('expired', name, h.token, h.owner, h.role);
     END LOOP;
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+        ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     IF replaced IS NOT NULL THEN
         DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) replaced;
@@ -510,8 +511,8 @@ BEGIN
     IF exclusive THEN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
-                PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
-                PERFORM pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
+                ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
+                ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
                SET owner = _grant.owner, token = tok, ttl = _grant.ttl, acquired_at = now,
@@ -541,8 +542,8 @@ BEGIN
         VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
                 now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
     END IF;
-    PERFORM lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
-    PERFORM pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
+    ignored := lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
+    ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
     RETURN tok;
 END $$;
 
@@ -556,7 +557,6 @@ CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller reg
                                  session bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     BEGIN
@@ -696,15 +696,15 @@ $$;
 CREATE FUNCTION lease._wake_line(name text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     key integer := lease._name_key(name);
     head integer;
     saved_timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
     IF pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
-        PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
+        ignored := pg_catalog.pg_advisory_unlock_shared(19537, key);
         RETURN;                                   -- nobody in line
     END IF;
     head := lease._line_head(key);
@@ -1067,21 +1067,21 @@ CREATE FUNCTION lease._acquire_now(name text, owner text, ttl interval, caller r
                                    session bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     key integer := lease._name_key(name);
     tok bigint;
 BEGIN
     IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
-        PERFORM lease._require_same_kind(name, mode, permits);
-        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        ignored := lease._require_same_kind(name, mode, permits);
+        ignored := pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
         RETURN NULL;
     END IF;
-    PERFORM pg_catalog.pg_advisory_unlock_shared(19537, key);
+    ignored := pg_catalog.pg_advisory_unlock_shared(19537, key);
     tok := lease._try_grant(name, owner, ttl, caller, mode, permits, session);
     IF tok IS NULL THEN
-        PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        ignored := pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
     END IF;
     RETURN tok;
 END $$;
@@ -1095,14 +1095,23 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     started timestamptz := pg_catalog.clock_timestamp();
     normal interval;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_acquire()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_name(owner, 'owner');
+    END IF;
     normal := lease._ttl(ttl);
-    PERFORM lease._check_wait(wait);
+    IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
+        ignored := lease._check_wait(wait);   -- raises
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'exclusive', NULL);
     END IF;
@@ -1119,21 +1128,30 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     started timestamptz := pg_catalog.clock_timestamp();
     normal interval;
 BEGIN
-    PERFORM lease._require_writable('lease.semaphore_acquire()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
-    IF permits IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
-    END IF;
-    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
-            DETAIL = pg_catalog.format('permits was %s.', permits);
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.semaphore_acquire()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_name(owner, 'owner');
+        IF permits IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+        END IF;
+        IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+                DETAIL = pg_catalog.format('permits was %s.', permits);
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
-    PERFORM lease._check_wait(wait);
+    IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
+        ignored := lease._check_wait(wait);   -- raises
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'semaphore', permits);
     END IF;
@@ -1150,14 +1168,23 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     started timestamptz := pg_catalog.clock_timestamp();
     normal interval;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire_shared()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_name(owner, 'owner');
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_acquire_shared()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_name(owner, 'owner');
+    END IF;
     normal := lease._ttl(ttl);
-    PERFORM lease._check_wait(wait);
+    IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
+        ignored := lease._check_wait(wait);   -- raises
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'shared', NULL);
     END IF;
@@ -1264,13 +1291,13 @@ COMMENT ON PROCEDURE lease.acquire_wait(text, text, interval, interval, bigint) 
 CREATE FUNCTION lease._holder_change(name text, token bigint, normal interval, caller regrole, release boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     h lease.holders%ROWTYPE;
     now timestamptz;
 BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+    ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
     SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
     now := pg_catalog.clock_timestamp();
     IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
@@ -1286,9 +1313,9 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        PERFORM lease._history('released', name, token, h.owner, h.role);
-        PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        PERFORM lease._wake_line(name);
+        ignored := lease._history('released', name, token, h.owner, h.role);
+        ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        ignored := lease._wake_line(name);
     ELSE
         UPDATE lease.holders AS x
            SET renewed_at = now, expires_at = now OPERATOR(pg_catalog.+) COALESCE(normal, x.ttl)
@@ -1300,7 +1327,7 @@ BEGIN
         IF normal IS NOT NULL THEN
             -- A one-off ttl may bring the expiry forward: the head of the
             -- line re-reads it.
-            PERFORM lease._wake_line(name);
+            ignored := lease._wake_line(name);
         END IF;
     END IF;
 END $$;
@@ -1311,25 +1338,29 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     normal interval;
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_heartbeat()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_heartbeat()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     IF ttl IS NOT NULL THEN
         normal := lease._ttl(ttl);
     END IF;
     BEGIN
         -- The fence lock in share mode, as a fenced write: waits for a grant or
         -- revoke in flight; kept only on success.
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
         IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
             -- A marked name: the token may be a permit's or a shared grant's.
-            PERFORM lease._holder_change(name, token, normal, caller, false);
+            ignored := lease._holder_change(name, token, normal, caller, false);
             RETURN true;
         END IF;
         now := pg_catalog.clock_timestamp();
@@ -1356,7 +1387,7 @@ BEGIN
         IF normal IS NOT NULL THEN
             -- A one-off ttl may bring the expiry forward: the head of the
             -- line re-reads it.
-            PERFORM lease._wake_line(name);
+            ignored := lease._wake_line(name);
         END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
@@ -1373,19 +1404,23 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
     now timestamptz;
 BEGIN
-    PERFORM lease._require_writable('lease.lease_release()');
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.lease_release()');
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     BEGIN
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
         IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
             -- A marked name: the token may be a permit's or a shared grant's.
-            PERFORM lease._holder_change(name, token, NULL, caller, true);
+            ignored := lease._holder_change(name, token, NULL, caller, true);
             RETURN true;
         END IF;
         now := pg_catalog.clock_timestamp();
@@ -1406,9 +1441,9 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        PERFORM lease._history('released', name, token, r.owner, r.role, r.session);
-        PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        PERFORM lease._wake_line(name);
+        ignored := lease._history('released', name, token, r.owner, r.role, r.session);
+        ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        ignored := lease._wake_line(name);
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -1478,6 +1513,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     key integer;
     cur_token bigint;
     cur_owner text;
@@ -1493,8 +1529,10 @@ DECLARE
     detail text;
     hint text;
 BEGIN
-    PERFORM lease._check_name(name);
-    PERFORM lease._check_token(token);
+    IF (pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._check_name(name);
+        ignored := lease._check_token(token);
+    END IF;
     key := lease._name_key(name);
     -- A marked name (no owner, expires_at 'infinity': a semaphore's or shared
     -- lease's) and a token up to its latest may be a holder's: a permit's or
@@ -1509,7 +1547,7 @@ BEGIN
     IF FOUND AND cur_owner IS NULL AND cur_expires OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
        AND token OPERATOR(pg_catalog.>) 0 AND token OPERATOR(pg_catalog.<=) cur_token THEN
         BEGIN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+            ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, key);
             SELECT l.token, l.owner, l.expires_at, l.xmax INTO cur_token, cur_owner, cur_expires, cur_xmax
               FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) fenced_write.name;
             found_row := FOUND;
@@ -1524,7 +1562,7 @@ BEGIN
         -- Share mode: fenced writes and heartbeats of one lease never wait for
         -- each other; a grant (which only tries the lock, exclusively) cannot
         -- commit until this transaction ends; a revoke waits for it.
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, key);
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, key);
         -- Under READ COMMITTED this statement's snapshot is taken after the
         -- lock, so it sees every grant that committed before. Under
         -- REPEATABLE READ and SERIALIZABLE it sees the transaction's
@@ -1542,7 +1580,7 @@ BEGIN
         -- The holder lock in share mode, to the end of the transaction: a
         -- takeover or revoke of this holder waits for it (or, in flight,
         -- makes this wait), and the holder is read after it.
-        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+        ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
         SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
           FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
         found_row := FOUND;
@@ -1626,7 +1664,6 @@ COMMENT ON FUNCTION lease.set_fence_token(bigint) IS
 CREATE FUNCTION lease._setting_token()
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v text := NULLIF(pg_catalog.btrim(COALESCE(pg_catalog.current_setting('lease.fence_token', true), '')), '');
@@ -1646,7 +1683,6 @@ END $$;
 CREATE FUNCTION lease._row_lease_name(template text, r anyelement, tbl regclass, trigger_name text)
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     out text := '';
@@ -1719,6 +1755,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     tbl text := TG_TABLE_NAME;
     template text;
     token_column text := 'fence_token';
@@ -1767,7 +1804,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = pg_catalog.format(
                 'TRUNCATE on table "%s" carries no fencing token for lease "%s"', tbl, new_name);
         END IF;
-        PERFORM lease.fenced_write(new_name, use_token);
+        ignored := lease.fenced_write(new_name, use_token);
         RETURN NULL;
     END IF;
     SELECT t.tgtype, t.tgattr, t.tgqual IS NOT NULL AS has_when INTO trig
@@ -1819,7 +1856,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'LF001', MESSAGE = pg_catalog.format(
                 'DELETE on table "%s" carries no fencing token for lease "%s"', tbl, old_name);
         END IF;
-        PERFORM lease.fenced_write(old_name, use_token);
+        ignored := lease.fenced_write(old_name, use_token);
         RETURN OLD;
     END IF;
 
@@ -1842,7 +1879,7 @@ BEGIN
             NEW := pg_catalog.jsonb_populate_record(NEW, pg_catalog.jsonb_build_object(token_column, use_token));
         END IF;
     END IF;
-    PERFORM lease.fenced_write(new_name, use_token);
+    ignored := lease.fenced_write(new_name, use_token);
     IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND old_name OPERATOR(pg_catalog.<>) new_name THEN
         set_token := lease._setting_token();
         IF set_token IS NULL THEN
@@ -1850,7 +1887,7 @@ BEGIN
                 'UPDATE on table "%s" moves a row from lease "%s" to lease "%s" but carries no fencing token for lease "%s"',
                 tbl, old_name, new_name, old_name);
         END IF;
-        PERFORM lease.fenced_write(old_name, set_token);
+        ignored := lease.fenced_write(old_name, set_token);
     END IF;
     RETURN NEW;
 END $$;
@@ -2139,15 +2176,14 @@ END $$;
 -- plain grant until its expiry, a session's grant while its session is live.
 CREATE FUNCTION lease._live(expires_at timestamptz, session bigint, now timestamptz)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql VOLATILE
 AS $$
-BEGIN
-    IF session IS NULL THEN
-        RETURN expires_at OPERATOR(pg_catalog.>) now;
-    END IF;
-    RETURN lease._session_live(session, now);
-END $$;
+    -- SQL without SET search_path, so that it is inlined (the note before
+    -- lease._name_key); CASE evaluates in order: the session is looked up
+    -- only for a session's grant.
+    SELECT CASE WHEN session IS NULL THEN expires_at OPERATOR(pg_catalog.>) now
+                ELSE lease._session_live(session, now) END
+$$;
 
 -- A session of another role (a live one, for session_close): 42501, as the
 -- extension's, unless the caller is a member of that role or an admin.
