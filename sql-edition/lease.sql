@@ -692,24 +692,21 @@ $$;
 -- the name's line, if any, so that it tries again when this transaction
 -- commits. Without the privilege to signal the head's backend (the edition's
 -- owner needs pg_signal_backend: docs/sql-edition.md) the head wakes at the
--- former grant's expiry instead.
-CREATE FUNCTION lease._wake_line(name text)
-RETURNS void
+-- former grant's expiry instead. Its first step, whether anyone is in line,
+-- is SQL, so that it is inlined into the caller's expression: a release with
+-- nobody in line (the usual one) makes no PL/pgSQL call for it; _wake_head
+-- does the rest. The boolean means nothing (callers ignore it).
+CREATE FUNCTION lease._wake_head(name text, key integer)
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
-    key integer := lease._name_key(name);
     head integer;
     saved_timeout text := pg_catalog.current_setting('lock_timeout');
 BEGIN
-    IF pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
-        ignored := pg_catalog.pg_advisory_unlock_shared(19537, key);
-        RETURN;                                   -- nobody in line
-    END IF;
     head := lease._line_head(key);
     IF head IS NULL THEN
-        RETURN;
+        RETURN false;
     END IF;
     -- Waits only for another releaser of this head (which changed the same
     -- lease row, so this one waited for it anyway) or for the head's moment
@@ -718,18 +715,29 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(19531, head);
     IF lease._line_head(key) IS DISTINCT FROM head THEN
         PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-        RETURN;                                   -- it left the line meanwhile
+        RETURN false;                             -- it left the line meanwhile
     END IF;
     BEGIN
         PERFORM pg_catalog.pg_cancel_backend(head);
     EXCEPTION WHEN insufficient_privilege THEN
         PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
-        RETURN;
+        RETURN false;
     END;
     -- The head lets go of its ack lock when the interrupt reaches it.
     PERFORM pg_catalog.pg_advisory_xact_lock(19521, head);
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+    RETURN true;
 END $$;
+
+CREATE FUNCTION lease._wake_line(name text)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+AS $$
+    -- CASE evaluates in order: the unlock only after a successful try.
+    SELECT CASE WHEN pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(name))
+                THEN NOT pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(name))   -- nobody in line
+                ELSE lease._wake_head(name, lease._name_key(name)) END
+$$;
 
 -- Called by a waiting backend that holds its ack lock on a query_canceled
 -- error: false when it is not a releaser's wake (its wake lock on this
@@ -2507,6 +2515,7 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     normal interval;
     caller regrole := lease._caller();
     name_key integer;
@@ -2517,12 +2526,18 @@ DECLARE
     l lease.leases%ROWTYPE;
     tok bigint;
 BEGIN
-    PERFORM lease._require_writable('lease.idempotency_begin()');
-    PERFORM lease._check_name(key, 'idempotency key');
-    IF fingerprint IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND fingerprint IS NOT NULL
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.idempotency_begin()');
+        ignored := lease._check_name(key, 'idempotency key');
+        IF fingerprint IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
+        END IF;
+        ignored := lease._check_name(owner, 'owner');
     END IF;
-    PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     name_key := lease._name_key(key);
     -- The fence lock is kept only when this begin starts an execution: every
@@ -2562,7 +2577,7 @@ BEGIN
         IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, name_key) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
         END IF;
-        PERFORM pg_catalog.pg_advisory_unlock_shared(19537, name_key);
+        ignored := pg_catalog.pg_advisory_unlock_shared(19537, name_key);
         tok := lease._try_grant(key, owner, normal, caller);
         IF tok IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
@@ -2589,13 +2604,13 @@ COMMENT ON FUNCTION lease.idempotency_begin(text, text, text, interval) IS
 CREATE FUNCTION lease._finish_execution(key text, token bigint, status text, result jsonb)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     now timestamptz;
     l lease.leases%ROWTYPE;
 BEGIN
-    PERFORM lease.fenced_write(key, token);
+    ignored := lease.fenced_write(key, token);
     now := pg_catalog.clock_timestamp();
     UPDATE lease.idempotency_keys AS x
        SET status = _finish_execution.status, result = _finish_execution.result, finished_at = now
@@ -2614,9 +2629,9 @@ BEGIN
            AND x.token OPERATOR(pg_catalog.=) _finish_execution.token
            AND x.owner IS NOT NULL;
         IF FOUND THEN
-            PERFORM lease._history('released', key, token, l.owner, l.role, l.session);
-            PERFORM pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-            PERFORM lease._wake_line(key);
+            ignored := lease._history('released', key, token, l.owner, l.role, l.session);
+            ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+            ignored := lease._wake_line(key);
         END IF;
     END IF;
 END $$;
@@ -2626,14 +2641,21 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
 BEGIN
-    PERFORM lease._require_writable('lease.idempotency_complete()');
-    PERFORM lease._check_name(key, 'idempotency key');
-    PERFORM lease._check_token(token);
-    IF result IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'result must not be NULL';
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL AND result IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.idempotency_complete()');
+        ignored := lease._check_name(key, 'idempotency key');
+        ignored := lease._check_token(token);
+        IF result IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'result must not be NULL';
+        END IF;
     END IF;
-    PERFORM lease._finish_execution(key, token, 'completed', result);
+    ignored := lease._finish_execution(key, token, 'completed', result);
 END $$;
 
 COMMENT ON FUNCTION lease.idempotency_complete(text, bigint, jsonb) IS
@@ -2644,18 +2666,25 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
 BEGIN
-    PERFORM lease._require_writable('lease.idempotency_fail()');
-    PERFORM lease._check_name(key, 'idempotency key');
-    PERFORM lease._check_token(token);
-    IF error IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'error must not be NULL';
-    END IF;
-    IF retryable IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'retryable must not be NULL';
+    -- These checks raise only when this expression is not true: valid calls
+    -- skip them (a call costs more than the expression), others run them all.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL AND error IS NOT NULL AND retryable IS NOT NULL) IS NOT TRUE THEN
+        ignored := lease._require_writable('lease.idempotency_fail()');
+        ignored := lease._check_name(key, 'idempotency key');
+        ignored := lease._check_token(token);
+        IF error IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'error must not be NULL';
+        END IF;
+        IF retryable IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'retryable must not be NULL';
+        END IF;
     END IF;
     -- A retryable failure frees the key at once; another is final, like a completion.
-    PERFORM lease._finish_execution(key, token, CASE WHEN retryable THEN 'retryable' ELSE 'failed' END, error);
+    ignored := lease._finish_execution(key, token, CASE WHEN retryable THEN 'retryable' ELSE 'failed' END, error);
 END $$;
 
 COMMENT ON FUNCTION lease.idempotency_fail(text, bigint, jsonb, boolean) IS
