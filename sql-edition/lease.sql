@@ -1079,7 +1079,6 @@ AS $$
 DECLARE
     ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     key integer := lease._name_key(name);
-    tok bigint;
 BEGIN
     IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, key) THEN
         ignored := lease._require_same_kind(name, mode, permits);
@@ -1087,11 +1086,13 @@ BEGIN
         RETURN NULL;
     END IF;
     ignored := pg_catalog.pg_advisory_unlock_shared(19537, key);
-    tok := lease._try_grant(name, owner, ttl, caller, mode, permits, session);
-    IF tok IS NULL THEN
+    -- _try_grant's block, here rather than called: one PL/pgSQL call less.
+    BEGIN
+        RETURN lease._grant(name, owner, ttl, caller, mode, permits, true, session);
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
         ignored := pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
-    END IF;
-    RETURN tok;
+        RETURN NULL;
+    END;
 END $$;
 
 -- The API. --------------------------------------------------------------------
