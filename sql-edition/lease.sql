@@ -260,6 +260,9 @@ DECLARE
                       OPERATOR(pg_catalog.+) 1;
 BEGIN
     ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+    -- This session granted, released, revoked or ended something: the fence
+    -- pass it remembers is checked again (lease.fenced_write).
+    ignored := pg_catalog.set_config('lease.sql_fence_pass', '', true);
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
@@ -331,6 +334,44 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'could not serialize access due to concurrent update';
+END $$;
+
+-- Under REPEATABLE READ and SERIALIZABLE, for a call about to answer from a
+-- lease row its snapshot sees (seen, with that version's xmax) or does not
+-- see: 40001 when the row changed since the snapshot -- its version was
+-- replaced or deleted by a transaction that committed since, or a row was
+-- inserted since. PL/pgSQL reads only the snapshot; the insert is found by
+-- an INSERT ... ON CONFLICT DO NOTHING, which raises 40001 itself on a
+-- conflicting row the snapshot cannot see, and is rolled back either way
+-- (docs/sql-edition.md, "Isolation"). Not in a read-only transaction, which
+-- cannot insert: there a row inserted since stays unseen.
+CREATE FUNCTION lease._require_unchanged_since_snapshot(name text, seen boolean, row_xmax xid)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.=) 'read committed' THEN
+        RETURN;
+    END IF;
+    IF seen THEN
+        IF lease._superseded(row_xmax) THEN
+            PERFORM lease._serialization_failure();
+        END IF;
+        RETURN;
+    END IF;
+    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        RETURN;
+    END IF;
+    BEGIN
+        INSERT INTO lease.leases AS l (name, owner, token, ttl, acquired_at, renewed_at, expires_at, role, session)
+        VALUES (name, NULL, 0, '0', pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(),
+                pg_catalog.clock_timestamp(), NULL, NULL)
+        ON CONFLICT ON CONSTRAINT leases_pkey DO NOTHING;
+        RAISE EXCEPTION USING ERRCODE = 'LFPRB', MESSAGE = 'probe';
+    EXCEPTION WHEN SQLSTATE 'LFPRB' THEN
+        NULL;
+    END;
 END $$;
 
 -- The holder lock of a permit or shared grant (19528 "LH", a 32-bit hash of
@@ -437,6 +478,11 @@ BEGIN
     END IF;
     SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _grant.name FOR UPDATE;
     found_row := FOUND;
+    IF NOT found_row THEN
+        -- Under REPEATABLE READ, a row inserted since the snapshot: 40001
+        -- (the INSERT below would raise 23505).
+        PERFORM lease._require_unchanged_since_snapshot(name, false, NULL);
+    END IF;
     now := pg_catalog.clock_timestamp();
     IF session IS NOT NULL AND NOT lease._session_live(session, now) THEN
         RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
@@ -498,10 +544,12 @@ BEGIN
     END IF;
     -- The holders this grant ends: ended ones reported as expired, the
     -- owner's own replaced silently.
-    FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
-        ignored := lease._history('expired', name, h.token, h.owner, h.role);
-    END LOOP;
+    -- (Only when there are any: the DELETE is a statement to run, and a
+    -- lease's grant, the common case, ends none.)
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
+        FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
+            ignored := lease._history('expired', name, h.token, h.owner, h.role);
+        END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     IF replaced IS NOT NULL THEN
@@ -1351,6 +1399,7 @@ DECLARE
     normal interval;
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
+    found_row boolean;
     now timestamptz;
 BEGIN
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
@@ -1367,14 +1416,19 @@ BEGIN
         -- revoke in flight; kept only on success.
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name;
-        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        found_row := FOUND;
+        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
             -- A marked name: the token may be a permit's or a shared grant's.
             ignored := lease._holder_change(name, token, normal, caller, false);
             RETURN true;
         END IF;
         now := pg_catalog.clock_timestamp();
-        IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
+        IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) lease_heartbeat.token OR r.owner IS NULL
            OR NOT lease._live(r.expires_at, r.session, now) THEN
+            -- A no-op from what the snapshot sees: under REPEATABLE READ, the
+            -- latest state may say otherwise (a grant since): 40001.
+            PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+                (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_heartbeat.name));
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
         IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
@@ -1416,6 +1470,7 @@ DECLARE
     ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     caller regrole := lease._caller();
     r lease.leases%ROWTYPE;
+    found_row boolean;
     now timestamptz;
 BEGIN
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
@@ -1427,14 +1482,19 @@ BEGIN
     BEGIN
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
-        IF FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        found_row := FOUND;
+        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
             -- A marked name: the token may be a permit's or a shared grant's.
             ignored := lease._holder_change(name, token, NULL, caller, true);
             RETURN true;
         END IF;
         now := pg_catalog.clock_timestamp();
-        IF NOT FOUND OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
+        IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
            OR NOT lease._live(r.expires_at, r.session, now) THEN
+            -- A no-op from what the snapshot sees: under REPEATABLE READ, the
+            -- latest state may say otherwise (a grant since): 40001.
+            PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+                (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name));
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
         IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
@@ -1480,6 +1540,7 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(19526, lease._name_key(name));
     SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name FOR UPDATE;
     IF NOT FOUND THEN
+        PERFORM lease._require_unchanged_since_snapshot(name, false, NULL);
         RETURN NULL;
     END IF;
     now := pg_catalog.clock_timestamp();
@@ -1513,6 +1574,45 @@ END $$;
 COMMENT ON FUNCTION lease.lease_revoke(text) IS
     'Admin: ends the current grant at once and advances the lease''s token (returned); NULL for an unknown name.';
 
+-- One check per transaction (docs/reference.md, "lease.fenced_write"): the
+-- last (name, token) a fenced write passed for is remembered, with the
+-- grant's expiry, in a transaction-local setting, so a later call for the
+-- same pair reads nothing until that expiry: the transaction holds the fence
+-- lock (or the holder lock), so the grant cannot change under it. As in the
+-- extension, one pair: a pass for another pair replaces it. The setting
+-- goes where the lock goes: with the transaction, and with a savepoint rolled
+-- back; and a grant, release or revoke by this session forgets it
+-- (lease._history). A session's lease is not remembered: it lives by its
+-- session.
+CREATE FUNCTION lease._remembered_pass(name text, token bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    pass text := pg_catalog.current_setting('lease.sql_fence_pass', true);
+    passed jsonb;
+BEGIN
+    IF pass IS NULL OR pass OPERATOR(pg_catalog.=) '' THEN
+        RETURN false;
+    END IF;
+    passed := pass::jsonb;
+    RETURN (passed OPERATOR(pg_catalog.->>) 0)::bigint OPERATOR(pg_catalog.=) token
+           AND (passed OPERATOR(pg_catalog.->>) 1) OPERATOR(pg_catalog.=) name
+           AND (passed OPERATOR(pg_catalog.->>) 2)::numeric
+               OPERATOR(pg_catalog.>) pg_catalog.extract('epoch'::text, pg_catalog.clock_timestamp());
+END $$;
+
+CREATE FUNCTION lease._remember_pass(name text, token bigint, expires_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('lease.sql_fence_pass',
+        pg_catalog.jsonb_build_array(token, name, pg_catalog.extract('epoch'::text, expires_at))::text, true);
+END $$;
+
 -- The fence (docs/reference.md, "lease.fenced_write"). SECURITY DEFINER only to
 -- count a rejection in lease.stat_fence_rejections (a sequence applications
 -- cannot move); it changes no row.
@@ -1541,6 +1641,9 @@ BEGIN
     IF (pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
         ignored := lease._check_name(name);
         ignored := lease._check_token(token);
+    END IF;
+    IF lease._remembered_pass(name, token) THEN
+        RETURN;
     END IF;
     key := lease._name_key(name);
     -- A marked name (no owner, expires_at 'infinity': a semaphore's or shared
@@ -1598,6 +1701,7 @@ BEGIN
             PERFORM lease._serialization_failure();
         END IF;
         IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+            PERFORM lease._remember_pass(name, token, h_expires);
             RETURN;
         ELSIF NOT found_row THEN
             msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
@@ -1616,6 +1720,7 @@ BEGIN
             PERFORM lease._serialization_failure();
         END IF;
         IF NOT found_row THEN
+            PERFORM lease._require_unchanged_since_snapshot(name, false, NULL);
             msg := pg_catalog.format('fencing token %s rejected: lease "%s" has never been granted', token, name);
         ELSIF token OPERATOR(pg_catalog.>) cur_token OR token OPERATOR(pg_catalog.<=) 0 THEN
             msg := pg_catalog.format('fencing token %s was never issued for lease "%s": its current token is %s', token, name, cur_token);
@@ -1634,6 +1739,9 @@ BEGIN
             detail := pg_catalog.format('It expired at %s.', cur_expires);
             hint := 'Heartbeat more often than the ttl, or acquire the lease again.';
         ELSE
+            IF cur_session IS NULL THEN
+                PERFORM lease._remember_pass(name, token, cur_expires);
+            END IF;
             RETURN;
         END IF;
     END IF;
