@@ -624,6 +624,7 @@ int main(int argc, char** argv)
               check_b + ")",
           "");
 
-    std::cout << "differential: " << passed << " passed, " << failed << " failed\n";
+    std::cout << (options.editions ? "differential_editions: " : "differential: ") << passed << " passed, " << failed
+              << " failed\n";
     return failed == 0 ? 0 : 1;
 }

@@ -12,23 +12,26 @@
 # by a database owner without superuser; docs/sql-edition.md) in the other,
 # on the calls the SQL edition builds.
 #
-# Prints TAP-style lines and "differential: N passed, N failed".
+# Prints TAP-style lines and "differential: N passed, N failed"
+# ("differential_editions: ..." with --editions).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
 export LEASE_TEST_PORT=${LEASE_TEST_PORT:-54391}
+SUITE=differential
+[ "${1:-}" = "--editions" ] && SUITE=differential_editions
 SEED_ARGS=()
 [ -n "${DIFFERENTIAL_SEED:-}" ] && SEED_ARGS=(--seed "$DIFFERENTIAL_SEED")
 
 echo "# building the differential test"
 if ! make -s test/differential/differential PG_CONFIG="$PGBIN/pg_config"; then
-    echo "differential: 0 passed, 1 failed"
+    echo "$SUITE: 0 passed, 1 failed"
     exit 1
 fi
 
-cluster_start || { echo "differential: 0 passed, 1 failed"; exit 1; }
+cluster_start || { echo "$SUITE: 0 passed, 1 failed"; exit 1; }
 
 if [ "${1:-}" = "--editions" ]; then
     if ! psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
@@ -41,11 +44,11 @@ CREATE EXTENSION lease;
 GRANT USAGE ON SCHEMA lease TO differential_app;
 SQL
     then
-        echo "differential: 0 passed, 1 failed"
+        echo "$SUITE: 0 passed, 1 failed"
         exit 1
     fi
     if ! psql -X -q -v ON_ERROR_STOP=1 -U differential_owner -d lease_edition -f sql-edition/lease.sql >/dev/null; then
-        echo "differential: 0 passed, 1 failed"
+        echo "$SUITE: 0 passed, 1 failed"
         exit 1
     fi
     test/differential/differential "${SEED_ARGS[@]}" "$@"
