@@ -244,7 +244,7 @@ workload_script() {
         echo "\\echo $grant|job:w$k|:tok"
         echo "INSERT INTO work_log (job, fence_token, tag) VALUES ('w$k', :tok, '$tag') RETURNING 'write|' || id || '|' || fence_token;"
         ((i % 3 == 0)) && echo "SELECT lease.lease_heartbeat('job:w$k', :tok);"
-        ((i % 4 == 0)) && echo "SELECT 'grant|job:shared|' || t FROM lease.lease_acquire('job:shared', 'worker$k', '1 millisecond') AS t WHERE t IS NOT NULL;"
+        ((i % 4 == 0)) && echo "SELECT '$grant|job:shared|' || t FROM lease.lease_acquire('job:shared', 'worker$k', '1 millisecond') AS t WHERE t IS NOT NULL;"
         ((i % 5 == 0)) && echo "SELECT 'revoke|job:w$k|' || lease.lease_revoke('job:w$k');"
     done
     return 0
