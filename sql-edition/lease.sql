@@ -214,10 +214,8 @@ BEGIN
     END IF;
 END $$;
 
--- A ttl as stored: microseconds only (a day is 24 hours, a month 30 days), so
--- that clock_timestamp() + ttl is the same in every time zone. Positive, and
--- small enough that now + ttl is a timestamp.
-CREATE FUNCTION lease._ttl(ttl interval, what text DEFAULT 'ttl')
+-- lease._ttl (below) for a ttl it does not convert itself: NULL, not positive, or 95 years and more.
+CREATE FUNCTION lease._checked_ttl(ttl interval, what text)
 RETURNS interval
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 AS $$
@@ -241,6 +239,22 @@ BEGIN
     END;
     RETURN normal;
 END $$;
+
+-- A ttl as stored: microseconds only (a day is 24 hours, a month 30 days), so
+-- that clock_timestamp() + ttl is the same in every time zone. Positive, and
+-- small enough that now + ttl is a timestamp. A ttl between 0 and 3e9 s (95
+-- years: now + ttl cannot overflow) is converted by an expression, SQL so
+-- that it is inlined into its caller's: no PL/pgSQL call, and no
+-- subtransaction for the overflow handler; _checked_ttl does the rest.
+CREATE FUNCTION lease._ttl(ttl interval, what text DEFAULT 'ttl')
+RETURNS interval
+LANGUAGE sql VOLATILE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN pg_catalog.date_part('epoch'::text, ttl) OPERATOR(pg_catalog.>) 0
+                 AND pg_catalog.date_part('epoch'::text, ttl) OPERATOR(pg_catalog.<) 3000000000
+                THEN pg_catalog.make_interval(secs => pg_catalog.date_part('epoch'::text, ttl)::pg_catalog.float8)
+                ELSE lease._checked_ttl(ttl, what) END
+$$;
 
 -- An event (docs/concepts.md, "Events and history"): a row of lease.history
 -- at the position (xid, ordinal), ordinal counting this transaction's events
