@@ -92,6 +92,45 @@ COMMENT ON TABLE lease.holders IS
 CREATE INDEX holders_name ON lease.holders (name);
 CREATE INDEX holders_session ON lease.holders (session) WHERE session IS NOT NULL;
 
+-- Token epochs, as the extension's (docs/reference.md, "lease.token_epochs";
+-- docs/sql-edition.md, "Token epochs"): the first token drawn in an epoch --
+-- this installation (extension_oid: the OID of schema lease, new at every
+-- install and so at every restore of a dump) on this server identity and WAL
+-- timeline -- that has issued no token yet leaps the sequence 2^32 forward if
+-- any other epoch is logged, so that a promoted standby or a restored backup
+-- never hands out again a token the old server gave. The install logs its
+-- epoch with no first token.
+CREATE TABLE lease.token_epochs (
+    system_identifier bigint      NOT NULL,
+    timeline_id       integer     NOT NULL,
+    extension_oid     oid         NOT NULL,
+    first_token       bigint,
+    started_at        timestamptz NOT NULL
+);
+
+COMMENT ON TABLE lease.token_epochs IS
+    'Token epochs (server identity, timeline, installation: the OID of schema lease) and the first token each could issue (NULL: installed, no token yet); a new epoch leaps the token sequence by 2^32.';
+
+-- Which epoch last leapt the sequence (a hash of its identity): a sequence,
+-- so that backends granting the first tokens of a new epoch at once see the
+-- first one's leap before it commits, and the epoch leaps once.
+CREATE SEQUENCE lease.token_epoch_mark AS bigint MINVALUE 0 START 0 NO CYCLE CACHE 1;
+
+COMMENT ON SEQUENCE lease.token_epoch_mark IS
+    'Which token epoch last leapt lease.fencing_token_seq (a hash of its identity), so that one epoch leaps once.';
+
+-- This session's secret: a random value set by setval, read back by currval,
+-- which is private to the session and, like the sequence, readable by its
+-- owner only. What the edition remembers for a session or a transaction in a
+-- setting that the application could SET itself (a passed fence check, the
+-- token epoch checked) carries it, so that it cannot be forged
+-- (docs/sql-edition.md, "What the edition remembers").
+CREATE SEQUENCE lease.session_secret AS bigint MINVALUE -9223372036854775808 MAXVALUE 9223372036854775807
+    NO CYCLE CACHE 1;
+
+COMMENT ON SEQUENCE lease.session_secret IS
+    'Internal: the last secret drawn by a session (currval is each session''s own); not readable by applications.';
+
 -- Counters: sequences, because they count what rolls back too (a rejected
 -- fenced write) and no row is shared by every grant.
 CREATE SEQUENCE lease.stat_grants AS bigint MINVALUE 1 START 1 NO CYCLE;
@@ -255,6 +294,145 @@ AS $$
                 THEN pg_catalog.make_interval(secs => pg_catalog.date_part('epoch'::text, ttl)::pg_catalog.float8)
                 ELSE lease._checked_ttl(ttl, what) END
 $$;
+
+-- This session's secret (lease.session_secret), drawn at its first use;
+-- NULL when it has none and may not, or cannot, draw one (setval writes: not
+-- in a read-only transaction). The setting only says that this session drew
+-- one, from this installation's sequence (its OID: after a reinstall, a
+-- pooled connection draws again): an application that SETs it itself makes
+-- currval fail, never pass.
+CREATE FUNCTION lease._session_secret(may_draw boolean)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
+    secret bigint;
+BEGIN
+    IF pg_catalog.current_setting('lease.sql_secret_drawn', true)
+       OPERATOR(pg_catalog.=) 'lease.session_secret'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.text THEN
+        RETURN pg_catalog.currval('lease.session_secret'::pg_catalog.regclass);
+    END IF;
+    IF NOT may_draw OR pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        RETURN NULL;
+    END IF;
+    -- gen_random_uuid draws from the strong random source; random() would
+    -- follow a setseed() of the application's.
+    secret := ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))
+                  ::pg_catalog.bit(64)::pg_catalog.int8;
+    ignored := pg_catalog.setval('lease.session_secret'::pg_catalog.regclass, secret);
+    ignored := pg_catalog.set_config('lease.sql_secret_drawn',
+                                     'lease.session_secret'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.text, false);
+    RETURN secret;
+END $$;
+
+-- The server identity of token epochs: pg_control_system()'s, or 0 where the
+-- edition's owner may not execute it (docs/sql-edition.md, "Token epochs").
+CREATE FUNCTION lease._system_identifier()
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT CASE WHEN pg_catalog.has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE')
+                THEN (SELECT s.system_identifier FROM pg_catalog.pg_control_system() AS s)
+                ELSE 0 END
+$$;
+
+-- The timeline WAL is written on (the first 8 hex digits of the WAL file
+-- name), as the extension reads it: right after a promotion the last
+-- checkpoint's timeline is still the old one.
+CREATE FUNCTION lease._wal_timeline()
+RETURNS integer
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT ('x' OPERATOR(pg_catalog.||)
+            pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_insert_lsn()), 1, 8))
+               ::pg_catalog.bit(32)::pg_catalog.int4
+$$;
+
+-- The first token this session draws in its epoch (lease._next_token): when
+-- the epoch has issued no token yet, leaps the sequence 2^32 forward if any
+-- other epoch is logged, and logs the epoch with its first token; then
+-- remembers the epoch for the session. As in the extension, leaps take turns
+-- under a lock (19525 "LE", 0) held only while the sequence moves, never to a
+-- commit, and the mark makes concurrent first grants of one epoch leap once.
+CREATE FUNCTION lease._first_token_of_epoch()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
+    installation oid := 'lease'::pg_catalog.regnamespace::pg_catalog.oid;
+    sysid bigint := lease._system_identifier();
+    tl integer := lease._wal_timeline();
+    mark bigint;
+    secret bigint;
+BEGIN
+    IF NOT EXISTS (SELECT FROM lease.token_epochs AS e
+                    WHERE e.system_identifier OPERATOR(pg_catalog.=) sysid AND e.timeline_id OPERATOR(pg_catalog.=) tl
+                      AND e.extension_oid OPERATOR(pg_catalog.=) installation AND e.first_token IS NOT NULL) THEN
+        ignored := pg_catalog.pg_advisory_lock(19525, 0);
+        BEGIN
+            mark := pg_catalog.hashtextextended(pg_catalog.concat_ws('/', sysid, tl, installation), 0)
+                    OPERATOR(pg_catalog.&) 9223372036854775807;
+            IF NOT (SELECT m.is_called AND m.last_value OPERATOR(pg_catalog.=) mark FROM lease.token_epoch_mark AS m) THEN
+                PERFORM pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,
+                                          s.last_value OPERATOR(pg_catalog.+) 4294967296)
+                   FROM lease.fencing_token_seq AS s
+                  WHERE EXISTS (SELECT FROM lease.token_epochs AS e
+                                 WHERE e.system_identifier OPERATOR(pg_catalog.<>) sysid
+                                    OR e.timeline_id OPERATOR(pg_catalog.<>) tl
+                                    OR e.extension_oid OPERATOR(pg_catalog.<>) installation);
+                ignored := pg_catalog.setval('lease.token_epoch_mark'::pg_catalog.regclass, mark);
+            END IF;
+            INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)
+            SELECT sysid, tl, installation,
+                   CASE WHEN s.is_called THEN s.last_value OPERATOR(pg_catalog.+) 1 ELSE s.last_value END,
+                   pg_catalog.clock_timestamp()
+              FROM lease.fencing_token_seq AS s;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            ignored := pg_catalog.pg_advisory_unlock(19525, 0);
+            RAISE;
+        END;
+        ignored := pg_catalog.pg_advisory_unlock(19525, 0);
+    END IF;
+    -- Remembered for the session, and only once this transaction commits (a
+    -- setting made in a transaction that aborts is undone): an aborted first
+    -- grant leaves no log row. A session's timeline cannot change: a
+    -- promotion ends no backend, but one on a standby never got this far.
+    secret := lease._session_secret(true);
+    ignored := pg_catalog.set_config('lease.sql_token_epoch',
+                                     installation::pg_catalog.text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) secret::pg_catalog.text, false);
+    RETURN pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+END $$;
+
+-- The next fencing token: every grant and revoke draws it here. SQL, so that
+-- the check that this session's epoch is logged, one comparison, is inlined
+-- into the caller's expression; the first token of a session goes through
+-- lease._first_token_of_epoch. The setting carries the session's secret, so
+-- an application cannot SET its way past the check (an application that
+-- SETs it makes currval fail before this session drew its secret).
+CREATE FUNCTION lease._next_token()
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    -- The installation's OID as a prefix: a setting of another installation
+    -- (a reinstall under a pooled connection) never reaches currval, which
+    -- would fail on this installation's sequence.
+    SELECT CASE WHEN NOT pg_catalog.starts_with(COALESCE(pg_catalog.current_setting('lease.sql_token_epoch', true), ''),
+                                                'lease'::pg_catalog.regnamespace::pg_catalog.oid::pg_catalog.text OPERATOR(pg_catalog.||) '/')
+                THEN lease._first_token_of_epoch()
+                WHEN pg_catalog.current_setting('lease.sql_token_epoch', true) OPERATOR(pg_catalog.=)
+                     ('lease'::pg_catalog.regnamespace::pg_catalog.oid::pg_catalog.text OPERATOR(pg_catalog.||) '/'
+                      OPERATOR(pg_catalog.||) pg_catalog.currval('lease.session_secret'::pg_catalog.regclass)::pg_catalog.text)
+                THEN pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass)
+                ELSE lease._first_token_of_epoch() END
+$$;
+
+-- The installation itself, before any token: a standby promoted without any
+-- grant's WAL, or a restore, still sees that another epoch existed.
+INSERT INTO lease.token_epochs (system_identifier, timeline_id, extension_oid, first_token, started_at)
+VALUES (lease._system_identifier(), lease._wal_timeline(), 'lease'::pg_catalog.regnamespace::pg_catalog.oid, NULL,
+        pg_catalog.clock_timestamp());
 
 -- An event (docs/concepts.md, "Events and history"): a row of lease.history
 -- at the position (xid, ordinal), ordinal counting this transaction's events
@@ -569,7 +747,7 @@ BEGIN
     IF replaced IS NOT NULL THEN
         DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) replaced;
     END IF;
-    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+    tok := lease._next_token();
     IF exclusive THEN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
@@ -1574,7 +1752,7 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+    tok := lease._next_token();
     UPDATE lease.leases AS l
        SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
@@ -1614,17 +1792,26 @@ BEGIN
     RETURN (passed OPERATOR(pg_catalog.->>) 0)::bigint OPERATOR(pg_catalog.=) token
            AND (passed OPERATOR(pg_catalog.->>) 1) OPERATOR(pg_catalog.=) name
            AND (passed OPERATOR(pg_catalog.->>) 2)::numeric
-               OPERATOR(pg_catalog.>) pg_catalog.extract('epoch'::text, pg_catalog.clock_timestamp());
+               OPERATOR(pg_catalog.>) pg_catalog.extract('epoch'::text, pg_catalog.clock_timestamp())
+           AND (passed OPERATOR(pg_catalog.->>) 3)::bigint OPERATOR(pg_catalog.=) lease._session_secret(false);
 END $$;
 
+-- Remembers a pass with this session's secret, which the application cannot
+-- read: it cannot SET a pass it did not get. Where no secret can be drawn (a
+-- read-only transaction of a session that drew none), nothing is remembered:
+-- each fenced write of the transaction is checked again.
 CREATE FUNCTION lease._remember_pass(name text, token bigint, expires_at timestamptz)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    secret bigint := lease._session_secret(true);
 BEGIN
-    PERFORM pg_catalog.set_config('lease.sql_fence_pass',
-        pg_catalog.jsonb_build_array(token, name, pg_catalog.extract('epoch'::text, expires_at))::text, true);
+    IF secret IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('lease.sql_fence_pass',
+            pg_catalog.jsonb_build_array(token, name, pg_catalog.extract('epoch'::text, expires_at), secret::text)::text, true);
+    END IF;
 END $$;
 
 -- The fence (docs/reference.md, "lease.fenced_write"). SECURITY DEFINER only to
@@ -2856,7 +3043,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL PROCEDURES IN SCHEMA lease FROM PUBLIC;
-GRANT SELECT ON lease.leases, lease.history, lease.holders, lease.stats, lease.status TO PUBLIC;
+GRANT SELECT ON lease.leases, lease.history, lease.holders, lease.stats, lease.status, lease.token_epochs TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.lease_acquire(text, text, interval, interval),
     lease.lease_heartbeat(text, bigint, interval), lease.lease_release(text, bigint),
     lease.fenced_write(text, bigint), lease.fence_trigger(), lease.set_fence_token(bigint),

@@ -68,6 +68,30 @@ SELECT pg_catalog.setval('lease.fencing_token_seq',
   FROM lease_sqled.fencing_token_seq AS s
  WHERE s.is_called OR EXISTS (SELECT FROM lease_sqled.leases);
 
+-- Token epochs (docs/sql-edition.md, "Token epochs"): the edition's log is
+-- not moved (the extension logs its own installation, and the tokens go on
+-- from the edition's), but where the edition's current epoch -- a promoted
+-- standby's, a restored backup's -- has drawn no token yet while another
+-- epoch is logged, the edition's next token would have leapt 2^32: the
+-- extension's does.
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('lease_sqled.token_epochs') IS NOT NULL
+       AND NOT EXISTS (SELECT FROM lease_sqled.token_epochs AS e
+                        WHERE e.system_identifier OPERATOR(pg_catalog.=) lease_sqled._system_identifier()
+                          AND e.timeline_id OPERATOR(pg_catalog.=) lease_sqled._wal_timeline()
+                          AND e.extension_oid OPERATOR(pg_catalog.=) 'lease_sqled'::pg_catalog.regnamespace::pg_catalog.oid
+                          AND e.first_token IS NOT NULL)
+       AND EXISTS (SELECT FROM lease_sqled.token_epochs AS e
+                    WHERE e.system_identifier OPERATOR(pg_catalog.<>) lease_sqled._system_identifier()
+                       OR e.timeline_id OPERATOR(pg_catalog.<>) lease_sqled._wal_timeline()
+                       OR e.extension_oid OPERATOR(pg_catalog.<>) 'lease_sqled'::pg_catalog.regnamespace::pg_catalog.oid) THEN
+        PERFORM pg_catalog.setval('lease.fencing_token_seq'::pg_catalog.regclass,
+                                  s.last_value OPERATOR(pg_catalog.+) 4294967296, true)
+           FROM lease.fencing_token_seq AS s;
+    END IF;
+END $$;
+
 -- The counters go on from the edition's.
 DO $$
 DECLARE

@@ -884,6 +884,86 @@ done
 report "$([ -z "$rr_new" ]; echo $?)" \
     "REPEATABLE READ: a heartbeat, release or revoke of a lease granted after the snapshot is 40001" "$rr_new"
 
+# What the edition remembers in settings (docs/sql-edition.md, "What the
+# edition remembers"): an application can SET lease.sql_fence_pass itself,
+# but a pass it did not get carries no secret of its session, so a stale
+# token is still rejected: before any pass of the session, and after one.
+stale=$(app -c "SELECT lease.lease_acquire('forged', 'w', '1 hour')")
+q -c "SELECT lease.lease_revoke('forged')" >/dev/null
+live=$(app -c "SELECT lease.lease_acquire('forged-live', 'w', '1 hour')")
+forge="SELECT set_config('lease.sql_fence_pass', jsonb_build_array($stale, 'forged', 99999999999, '1')::text, true)"
+out=$(app -c "BEGIN" -c "$forge" -c "SELECT lease.fenced_write('forged', $stale)" -c "ROLLBACK")
+out+=$(app -c "BEGIN" -c "SELECT lease.fenced_write('forged-live', $live)" -c "$forge" -c "SELECT lease.fenced_write('forged', $stale)" -c "ROLLBACK")
+report "$([ "$(grep -c 'ERROR:  stale fencing token' <<<"$out")" = 2 ]; echo $?)" \
+    "an application that SETs lease.sql_fence_pass itself does not pass a stale token (LF001, before and after a pass of its own)" "$out"
+
+# Token epochs (docs/sql-edition.md, "Token epochs"), as sql/token_epochs.sql
+# plays them for the extension: a promotion or a restore re-labels the logged
+# epochs; the first token of the new epoch leaps 2^32, once.
+gap=4294967296
+seq_now() { q -c "SELECT last_value FROM lease.fencing_token_seq"; }
+epochs_ok=""
+q -c "DELETE FROM lease.token_epochs WHERE first_token IS NOT NULL" >/dev/null
+before=$(seq_now)
+got=$(app -c "SELECT lease.lease_acquire('epoch-a', 'w', '1 minute')")
+[ "$got" = $((before + 1)) ] || epochs_ok+="the installation's first grant leapt ($before then $got); "
+q -c "UPDATE lease.token_epochs SET timeline_id = timeline_id - 1000" -c "SELECT setval('lease.token_epoch_mark', 1)" >/dev/null
+before=$(seq_now)
+got=$(app -c "SELECT lease.lease_acquire('epoch-b', 'w', '1 minute')")
+[ "$got" = $((before + gap + 1)) ] || epochs_ok+="a new timeline: $got after $before, not $((before + gap + 1)); "
+got2=$(app -c "SELECT lease.lease_acquire('epoch-c', 'w', '1 minute')" -c "SELECT lease.lease_acquire('epoch-d', 'w', '1 minute')" | tr '\n' ' ')
+[ "$got2" = "$((got + 1)) $((got + 2)) " ] || epochs_ok+="leapt again: $got then $got2; "
+q -c "UPDATE lease.token_epochs SET extension_oid = 1" -c "SELECT setval('lease.token_epoch_mark', 1)" >/dev/null
+before=$(seq_now)
+got=$(q -c "SELECT lease.lease_revoke('epoch-d')")
+[ "$got" = $((before + gap + 1)) ] || epochs_ok+="a restore: the revoke drew $got after $before; "
+# A standby promoted before any grant reached it has only the installation's
+# row, of the old timeline.
+q -c "DELETE FROM lease.token_epochs" -c "INSERT INTO lease.token_epochs VALUES (lease._system_identifier(), lease._wal_timeline() - 1, 'lease'::regnamespace, NULL, now())" \
+  -c "SELECT setval('lease.token_epoch_mark', 1)" >/dev/null
+before=$(seq_now)
+got=$(app -c "SELECT lease.lease_acquire('epoch-e', 'w', '1 minute')")
+[ "$got" = $((before + gap + 1)) ] || epochs_ok+="a promotion before any grant: $got after $before; "
+# An application cannot SET its way past the check: a made-up epoch setting
+# either fails the grant or leaps it.
+q -c "UPDATE lease.token_epochs SET timeline_id = timeline_id - 1000" -c "SELECT setval('lease.token_epoch_mark', 1)" >/dev/null
+before=$(seq_now)
+out=$(app -c "SELECT set_config('lease.sql_secret_drawn', 'lease.session_secret'::regclass::oid::text, false)" \
+          -c "SELECT set_config('lease.sql_token_epoch', 'lease'::regnamespace::oid || '/1', false)" \
+          -c "SELECT lease.lease_acquire('epoch-f', 'w', '1 minute')")
+grep -q -E "^$((before + gap + 1))\$|ERROR:" <<<"$out" || epochs_ok+="a made-up epoch setting: $out after $before; "
+report "$([ -z "$epochs_ok" ]; echo $?)" \
+    "token epochs: a new timeline or installation leaps the tokens 2^32 once, on its first grant or revoke; an application cannot SET past it" "$epochs_ok"
+
+# A real promotion: a base backup of the cluster, 40 grants on it afterwards
+# that the backup never sees, then the backup recovered and promoted on a
+# timeline of its own: its first token is larger than every token the old
+# primary gave.
+standby_dir=$(mktemp -d /tmp/lease-sqled-standby.XXXXXX)
+chmod 755 "$standby_dir"
+[ "$(id -u)" -eq 0 ] && chown postgres "$standby_dir"
+standby_port=$((PGPORT + 1))
+promoted=""
+# The primary's own epoch logged first (the checks above re-labelled it),
+# so that only the backup has a new epoch.
+app -c "SELECT lease.lease_acquire('before-the-backup', 'w', '1 hour')" >/dev/null
+if as_server_user "$PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres -D "$standby_dir/data" -X stream --checkpoint=fast >"$standby_dir/basebackup.log" 2>&1; then
+    for i in $(seq 40); do app -c "SELECT lease.lease_acquire('lost-$i', 'w', '1 hour')" >/dev/null; done
+    highest=$(q -c "SELECT max(token) FROM lease.leases")
+    as_server_user touch "$standby_dir/data/standby.signal"
+    as_server_user "$PGBIN/pg_ctl" -D "$standby_dir/data" -l "$standby_dir/server.log" -w \
+        -o "-c listen_addresses='' -k $standby_dir -p $standby_port -c max_prepared_transactions=10" start >/dev/null &&
+        as_server_user "$PGBIN/pg_ctl" -D "$standby_dir/data" -w promote >/dev/null &&
+        promoted=$(psql -X -q -A -t -h "$standby_dir" -p "$standby_port" -U lease_app -d contrib_regression \
+            -c "SELECT lease.lease_acquire('after-promotion', 'w', '1 hour')" \
+            -c "SELECT timeline_id FROM lease.token_epochs WHERE first_token IS NOT NULL ORDER BY started_at DESC LIMIT 1" 2>&1 | tr '\n' ' ')
+fi
+read -r first_token timeline _ <<<"$promoted"
+[[ "$first_token" =~ ^[0-9]+$ ]] && [ "$first_token" -gt "${highest:-0}" ] && [ "$first_token" -gt "$gap" ] && [ "$timeline" -gt 1 ]
+report $? "token epochs, a real promotion: the promoted backup's first token ($first_token, timeline ${timeline:-?}) is larger than every token the old primary gave (${highest:-?})" \
+    "$promoted $(tail -3 "$standby_dir/basebackup.log" "$standby_dir/server.log" 2>/dev/null)"
+cluster_destroy_dir "$standby_dir"
+
 # 7. The README's tour, verbatim: its first sql block, with the edition
 # installed for CREATE EXTENSION and the stall its comment describes made
 # real (pg_sleep(3)); the results its comments give (the values the
@@ -947,6 +1027,18 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     report "$([ "$out" = "mvs $mv_token $mv_session held t  t 1 completed {\"moved\": true} " ]; echo $?)" \
         "after the move, a session and its lease are the extension's: keepalive, fence and close work; session ids go on; a completed idempotency key replays" "$out"
     psql -X -q -d contrib_regression -c "DROP TABLE moved" -c "DROP EXTENSION lease" >/dev/null 2>&1
+    # A database whose edition drew no token in its epoch (a standby promoted
+    # before any grant reached it: its logged epochs are of an older
+    # timeline) leaps on the move, as the edition's next token would have.
+    psql -X -q -c "CREATE DATABASE moved_promoted OWNER lease_owner" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -U lease_owner -d moved_promoted -f sql-edition/lease.sql >/dev/null 2>&1
+    psql -X -q -A -t -U lease_app -d moved_promoted -c "SELECT lease.lease_acquire('before-the-promotion', 'w')" >/dev/null
+    psql -X -q -U lease_owner -d moved_promoted -c "UPDATE lease.token_epochs SET timeline_id = timeline_id - 1" >/dev/null
+    out=$(psql -X -q -v ON_ERROR_STOP=1 -d moved_promoted -f sql-edition/to-extension.sql 2>&1 >/dev/null &&
+          psql -X -q -A -t -U lease_app -d moved_promoted -c "SELECT lease.lease_acquire('after-the-move', 'w')" 2>&1)
+    [[ "$out" =~ ^[0-9]+$ ]] && [ "$out" -gt 4294967296 ]
+    report $? "to-extension.sql: a database whose epoch drew no token yet (a promoted standby) moves with its tokens leapt 2^32" "$out"
+    psql -X -q -c "DROP DATABASE moved_promoted" >/dev/null 2>&1
 else
     echo "ok $((n + 1)) # skip moving to the extension: lease 1.4 is not installed on this machine"
 fi
