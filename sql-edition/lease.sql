@@ -249,7 +249,7 @@ END $$;
 -- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
 -- with the extension's payload.
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole,
-                               session bigint DEFAULT NULL)
+                               session bigint DEFAULT NULL, value jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -258,6 +258,7 @@ DECLARE
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
+    payload text;
 BEGIN
     ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     -- This session granted, released, revoked or ended something: the fence
@@ -266,11 +267,20 @@ BEGIN
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
-        PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
+        payload := pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s',
             pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
             COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
-            CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
+            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
+                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
+        -- A value_set whose value does not fit in a notification (8000 bytes)
+        -- beside the other fields: "value": null, "value_omitted": true, as
+        -- the extension's (lease.leader has the value).
+        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
+            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
+                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
+        END IF;
+        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
     END IF;
 END $$;
 
@@ -2161,6 +2171,9 @@ BEGIN
             NULL;
         END;
     END LOOP;
+    -- The published values of names whose rows are gone.
+    DELETE FROM lease.lease_values AS v
+     WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name);
     RETURN n;
 END $$;
 
@@ -2834,6 +2847,162 @@ END $$;
 COMMENT ON FUNCTION lease.prune_idempotency() IS
     'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
 
+-- Published values and leaders (docs/reference.md, "Semaphores, shared
+-- leases, all-or-none grants and values"). ---------------------------------
+-- A value published by an exclusive grant is a row of lease.lease_values,
+-- the extension's table, valid while its token is the name's live grant (a
+-- new grant starts with none, without anything to delete); a holder's value
+-- is its lease.holders row's value column.
+
+CREATE TABLE lease.lease_values (
+    name  text   NOT NULL PRIMARY KEY,
+    token bigint NOT NULL,
+    value jsonb  NOT NULL
+);
+
+COMMENT ON TABLE lease.lease_values IS
+    'The value an exclusive grant published with lease_set_value, valid while token is the live grant of name.';
+
+-- A grant of another role: 42501 with the extension's message and DETAIL,
+-- unless the caller is a member of that role or an admin.
+CREATE FUNCTION lease._require_acting_for_lease(role regrole, name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name),
+            DETAIL = pg_catalog.format('It belongs to role "%s"; only its members and the extension''s admins may renew, release, close or take it over while it is live.',
+                                       COALESCE((SELECT r.rolname FROM pg_catalog.pg_roles AS r
+                                                  WHERE r.oid OPERATOR(pg_catalog.=) role::pg_catalog.oid)::text, '(dropped)'));
+    END IF;
+END $$;
+
+-- When a live grant (its row's expires_at and session) ends: its own expiry,
+-- or its session's.
+CREATE FUNCTION lease._grant_expiry(expires_at timestamptz, session bigint)
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN session IS NULL THEN expires_at
+                ELSE (SELECT s.expires_at FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session) END
+$$;
+
+CREATE FUNCTION lease.lease_set_value(name text, token bigint, value jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    bytes integer;
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    found_row boolean;
+    now timestamptz;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_set_value()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_token(token);
+    IF value IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'value must not be NULL';
+    END IF;
+    -- The limit of a notification's payload, which carries it.
+    bytes := pg_catalog.octet_length(value::text);
+    IF bytes OPERATOR(pg_catalog.>) 8000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'value must be at most 8000 bytes as text',
+            DETAIL = pg_catalog.format('It is %s bytes.', bytes);
+    END IF;
+    BEGIN
+        -- The fence lock in share mode, as a heartbeat: no grant or revoke of
+        -- the name commits while the value is set, so it is set on a live
+        -- grant; kept only on success.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name;
+        found_row := FOUND;
+        -- Under REPEATABLE READ, a lease row changed since the snapshot: 40001
+        -- (docs/sql-edition.md, "Isolation").
+        PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+            (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name));
+        now := pg_catalog.clock_timestamp();
+        IF found_row AND r.owner IS NOT NULL AND r.token OPERATOR(pg_catalog.=) lease_set_value.token
+           AND lease._live(r.expires_at, r.session, now) THEN
+            PERFORM lease._require_acting_for_lease(r.role, name, caller);
+            INSERT INTO lease.lease_values AS v (name, token, value)
+            VALUES (lease_set_value.name, lease_set_value.token, lease_set_value.value)
+            ON CONFLICT ON CONSTRAINT lease_values_pkey DO UPDATE SET token = EXCLUDED.token, value = EXCLUDED.value;
+            PERFORM lease._history('value_set', name, token, r.owner, r.role, r.session, value);
+            RETURN true;
+        END IF;
+        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's,
+            -- read under its holder lock (in share mode, as its fenced writes).
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+            SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+            IF FOUND AND h.name OPERATOR(pg_catalog.=) lease_set_value.name AND lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._require_acting_for_lease(h.role, name, caller);
+                UPDATE lease.holders AS x SET value = lease_set_value.value
+                 WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+                PERFORM lease._history('value_set', name, token, h.owner, h.role, h.session, value);
+                RETURN true;
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+END $$;
+
+COMMENT ON FUNCTION lease.lease_set_value(text, bigint, jsonb) IS
+    'Publishes value (at most 8000 bytes as text) for the live grant with this token, and sends a value_set event; false, changing nothing, for a stale, expired or foreign token.';
+
+-- Reads only; SECURITY DEFINER because a session's liveness is judged by
+-- helpers (its bound backend's lock) that PUBLIC may not execute.
+CREATE FUNCTION lease.leader(name text)
+RETURNS TABLE(owner text, token bigint, value jsonb, expires_at timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM lease._check_name(name);
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) leader.name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF r.owner IS NOT NULL THEN
+        IF lease._live(r.expires_at, r.session, now) THEN
+            owner := r.owner;
+            token := r.token;
+            value := (SELECT v.value FROM lease.lease_values AS v
+                       WHERE v.name OPERATOR(pg_catalog.=) leader.name AND v.token OPERATOR(pg_catalog.=) r.token);
+            expires_at := lease._grant_expiry(r.expires_at, r.session);
+            RETURN NEXT;
+        END IF;
+        RETURN;
+    END IF;
+    IF r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) leader.name ORDER BY x.token LOOP
+            IF lease._live(h.expires_at, h.session, now) THEN
+                owner := h.owner;
+                token := h.token;
+                value := h.value;
+                expires_at := lease._grant_expiry(h.expires_at, h.session);
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.leader(text) IS
+    'Who holds the name now and what each holder published: one row per live holder (one for an exclusive lease), none when nobody holds it.';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -2863,4 +3032,7 @@ GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
     lease.idempotency_complete(text, bigint, jsonb), lease.idempotency_fail(text, bigint, jsonb, boolean),
     lease.idempotency_heartbeat(text, bigint, interval) TO PUBLIC;
+-- Published values: read by anyone, set through lease_set_value only.
+GRANT SELECT ON lease.lease_values TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.lease_set_value(text, bigint, jsonb), lease.leader(text) TO PUBLIC;
 COMMIT;

@@ -212,19 +212,19 @@ for t in $REGRESS_FILES; do
     judge "regress $t: sql/$t.sql gives expected/$t.out" "$WORK/regress/$t.diff" "$t"
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
-# primitives (semaphores, shared leases, lease_acquire_all) cannot run whole:
-# its sections 8 to 12 use what the edition does not build (lease_set_value,
-# lease.leader, the session forms of semaphores, shared leases and
-# lease_acquire_all, lease.waiters, pools), or what the edition builds
-# only alone (idempotency keys, beside a pool's claim). Its
-# sections 1 to 7 and 13 run, unchanged, against the same sections of
-# expected/primitives.out (docs/sql-edition.md, "Tests").
-sections() { awk '/^-- 8\. Values/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
-sections sql/primitives.sql >"$WORK/regress/primitives-1-7.input"
-sections expected/primitives.out >"$WORK/regress/primitives-1-7.expected"
-run_regress primitives-1-7
-judge "regress primitives, sections 1 to 7 and 13 (semaphores, shared leases, lease_acquire_all): sql/primitives.sql gives expected/primitives.out" \
-    "$WORK/regress/primitives-1-7.diff" primitives-1-7
+# primitives (semaphores, shared leases, lease_acquire_all, values) cannot run
+# whole: its sections 9 to 12 use what the edition does not build (the
+# session forms of semaphores, shared leases and lease_acquire_all,
+# lease.waiters, pools), or what the edition builds only alone (idempotency
+# keys, beside a pool's claim). Its sections 1 to 8 and 13 run, unchanged,
+# against the same sections of expected/primitives.out (docs/sql-edition.md,
+# "Tests").
+sections() { awk '/^-- 9\. Sessions/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
+sections sql/primitives.sql >"$WORK/regress/primitives-part.input"
+sections expected/primitives.out >"$WORK/regress/primitives-part.expected"
+run_regress primitives-part
+judge "regress primitives, sections 1 to 8 and 13 (semaphores, shared leases, lease_acquire_all, values): sql/primitives.sql gives expected/primitives.out" \
+    "$WORK/regress/primitives-part.diff" primitives-part
 as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" -c "DROP TABLE IF EXISTS export_rows" \
     -c "DROP FUNCTION IF EXISTS keep(text, bigint), t(text)" >/dev/null 2>&1
 
@@ -606,6 +606,50 @@ SQL
 )
 report "$([ "$out" = "0 f 1 t 1 " ]; echo $?)" "sessions: a rolled-back bound open leaves no session, and its lock goes at the next bound open" "$out"
 
+# Published values (lease_set_value, lease.leader): a watcher gets each
+# value_set event with its value, and one too long for a notification beside
+# the other fields with "value": null, "value_omitted": true, as the
+# extension's (lease.leader has it).
+app -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/watch_values" 2>&1 &
+watch_pid=$!
+sleep 0.5
+q -f - >/dev/null <<'SQL'
+SELECT lease.lease_acquire('ev:v', 'w', '1 minute') AS t \gset
+SELECT lease.lease_set_value('ev:v', :t, '{"addr": "a"}');
+SELECT lease.lease_set_value('ev:v', :t, to_jsonb(repeat('x', 7990)));
+SQL
+wait "$watch_pid"
+got=$(grep -o 'payload ".*" received' "$WORK/watch_values" | sed 's/^payload "//; s/" received$//' |
+      sed -E 's/"position": "[0-9]+\/([0-9]+)"/"position": "x\/\1"/')
+want=$(printf '%s\n' '{"event": "acquired", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": null}' \
+                      '{"event": "value_set", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": {"addr": "a"}}' \
+                      '{"event": "value_set", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": null, "value_omitted": true}' |
+       sed "s/TOKEN/$(q -c "SELECT token FROM lease.leases WHERE name = 'ev:v'")/")
+out=$(q -c "SELECT length(value #>> '{}') FROM lease.leader('ev:v')")
+report "$([ "$got" = "$want" ] && [ "$out" = 7990 ]; echo $?)" \
+    "values: value_set events carry the value, or value_omitted when it does not fit; lease.leader has it" "$got
+want:
+$want
+leader's value length: $out"
+# An application publishes for its own grants (a lease's and a permit's) and
+# reads lease.leader; another role's live grant is 42501 with the extension's
+# DETAIL; it cannot write lease.lease_values.
+out=$(app_script <<'SQL'
+SELECT lease.lease_acquire('v:app', 'w', '1 minute') AS t \gset
+SELECT lease.lease_set_value('v:app', :t, '1');
+SELECT lease.semaphore_acquire('v:sem', 'w', 2, '1 minute') AS p \gset
+SELECT lease.lease_set_value('v:sem', :p, '2');
+SELECT string_agg(owner || '=' || value, ',') FROM lease.leader('v:app');
+SELECT string_agg(owner || '=' || value, ',') FROM lease.leader('v:sem');
+INSERT INTO lease.lease_values VALUES ('v:app', 1, '3');
+SQL
+)
+out+="~"$(q -c "SELECT lease.lease_acquire('v:owner', 'o', '1 minute')" >/dev/null
+          app -v VERBOSITY=verbose -c "SELECT lease.lease_set_value('v:owner', token, '1') FROM lease.leases WHERE name = 'v:owner'" |
+          grep -E '^(ERROR|DETAIL)' | tr '\n' ' ')
+report "$([ "$out" = "t t w=1 w=2 ERROR:  permission denied for table lease_values ~ERROR:  42501: permission denied for lease \"v:owner\" DETAIL:  It belongs to role \"lease_owner\"; only its members and the extension's admins may renew, release, close or take it over while it is live. " ]; echo $?)" \
+    "values: an application publishes for its own lease and permit, reads lease.leader; another role's grant is 42501 (the extension's DETAIL); lease_values is not writable" "$out"
+
 # Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
 # errors of sql/idempotency.sql, statement for statement as
 # expected/idempotency.out gives them (that file as a whole needs SET ROLE to
@@ -673,13 +717,13 @@ for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbea
             "SELECT lease.session_open(NULL)" "SELECT lease.session_keepalive(NULL)" \
             "SELECT lease.session_close(NULL)" "SELECT lease.session_acquire(NULL, NULL)" \
             "SELECT lease.semaphore_acquire('x', 'w', NULL)" "SELECT lease.lease_acquire_shared('', 'w')" \
-            "SELECT lease.lease_acquire_all(ARRAY['x', 'x'], 'w')"; do
+            "SELECT lease.lease_acquire_all(ARRAY['x', 'x'], 'w')" "SELECT lease.lease_set_value('x', NULL, NULL)"; do
     ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
 done
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.expire_due()" -c "ROLLBACK" | head -n 1)
-expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.session_open() in a read-only transaction~ERROR:  cannot execute lease.session_keepalive() in a read-only transaction~ERROR:  cannot execute lease.session_close() in a read-only transaction~ERROR:  cannot execute lease.session_acquire() in a read-only transaction~ERROR:  cannot execute lease.semaphore_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_shared() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_all() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.session_open() in a read-only transaction~ERROR:  cannot execute lease.session_keepalive() in a read-only transaction~ERROR:  cannot execute lease.session_close() in a read-only transaction~ERROR:  cannot execute lease.session_acquire() in a read-only transaction~ERROR:  cannot execute lease.semaphore_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_shared() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_all() in a read-only transaction~ERROR:  cannot execute lease.lease_set_value() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
 report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
     "read-only: every state change raises 25006 first; the fence reads" "$ro
 $out"
@@ -917,6 +961,9 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     # A semaphore permit and a shared grant (lease.holders) move too.
     semtok=$(app -c "SELECT lease.semaphore_acquire('mv-sem', 'w', 1, '1 hour')")
     app -c "SELECT lease.lease_acquire_shared('mv-shared', 'r', '1 hour')" >/dev/null
+    # Published values (lease.lease_values, a holder's value) move too.
+    app -c "SELECT lease.lease_set_value('mv', 1, '{\"leader\": \"a\"}')" \
+        -c "SELECT lease.lease_set_value('mv-sem', $semtok, '\"permit\"')" >/dev/null
     before=$(q -c "SELECT max(last_value) FROM lease.fencing_token_seq")
     out=$(psql -X -q -v ON_ERROR_STOP=1 -d contrib_regression -f sql-edition/to-extension.sql 2>&1)
     report $? "to-extension.sql moves the edition's database to the extension" "$out"
@@ -936,6 +983,9 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
               -c "SELECT lease.lease_acquire_shared('mv-shared', 'r2') IS NOT NULL" | tr '\n' ' ')
     report "$([ "$out" = "w $semtok lease_app held semaphore r $((semtok + 1)) lease_app held shared t  NULL t " ]; echo $?)" \
         "after the move, a permit and a shared grant are the extension's holders: status, heartbeat, fence, the permit still counted" "$out"
+    out=$(app -c "SELECT owner || ' ' || value FROM lease.leader('mv')" -c "SELECT owner || ' ' || value FROM lease.leader('mv-sem')" | tr '\n' ' ')
+    report "$([ "$out" = 'w {"leader": "a"} w "permit" ' ]; echo $?)" \
+        "after the move, the values a lease and a permit published are the extension's (lease.leader)" "$out"
     out=$(app -c "INSERT INTO moved VALUES (3, 0)" 2>&1)
     report "$(grep -q 'fencing token 0 was never issued for lease "mv"' <<<"$out"; echo $?)" \
         "after the move, the extension's fence trigger guards the table" "$out"
