@@ -446,7 +446,7 @@ BEGIN
     ELSIF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.mode, x.permits FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) _require_same_kind.name
-                    AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                    AND lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
                   ORDER BY x.token LOOP
             PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
         END LOOP;
@@ -462,9 +462,10 @@ END $$;
 -- write, writes the grant and returns its token (without write, checks only
 -- and returns NULL). docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values", says what may be granted beside what. Under a session
--- (session_acquire; exclusive only), the grant lives by the session:
--- expires_at 'infinity' and session set; LF003 when the session is no longer
--- live. An exclusive lease under a session is live while its session is.
+-- (session_acquire and the session forms of the other modes), the grant
+-- lives by the session: expires_at 'infinity' and session set, on the lease
+-- row or the holder row; LF003 when the session is no longer live. A lease or
+-- holder under a session is live while its session is.
 CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
                              write boolean, session bigint DEFAULT NULL)
 RETURNS bigint
@@ -518,10 +519,10 @@ BEGIN
     -- count as live.
     IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
-            IF h.expires_at OPERATOR(pg_catalog.>) now THEN
+            IF lease._live(h.expires_at, h.session, now) THEN
                 ignored := lease._check_kind(name, h.mode, h.permits, mode, permits);
                 IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
-                   AND h.session IS NULL THEN
+                   AND h.session IS NOT DISTINCT FROM _grant.session THEN
                     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
                        AND NOT lease._is_admin(caller) THEN
                         RAISE EXCEPTION USING ERRCODE = '42501',
@@ -558,7 +559,7 @@ BEGIN
     -- lease's grant, the common case, ends none.)
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
-            ignored := lease._history('expired', name, h.token, h.owner, h.role);
+            ignored := lease._history('expired', name, h.token, h.owner, h.role, h.session);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -598,9 +599,9 @@ BEGIN
         END IF;
         INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session)
         VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
-                now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+                now, now, CASE WHEN session IS NULL THEN now OPERATOR(pg_catalog.+) ttl ELSE 'infinity' END, caller, session);
     END IF;
-    ignored := lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
+    ignored := lease._history('acquired', name, tok, owner, caller, session);
     ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
     RETURN tok;
 END $$;
@@ -608,8 +609,8 @@ END $$;
 -- One attempt at a grant, never waiting: the token, or NULL when the lease is
 -- busy. The fence lock, the row lock and holder locks are kept only on
 -- success: a busy answer rolls back the subtransaction that took them
--- (docs/sql-edition.md, "Locks"). Under a session (exclusive only), LF003
--- when the session is no longer live.
+-- (docs/sql-edition.md, "Locks"). Under a session, LF003 when the session is
+-- no longer live.
 CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole,
                                  mode text DEFAULT 'exclusive', permits integer DEFAULT NULL,
                                  session bigint DEFAULT NULL)
@@ -629,7 +630,8 @@ END $$;
 -- written only when every one can be granted; when one is busy, the
 -- subtransaction rolls back and lets go of every lock taken. The tokens, in
 -- the order of names, or NULL.
-CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole)
+CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole,
+                                     session bigint DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -640,10 +642,10 @@ DECLARE
 BEGIN
     BEGIN
         FOREACH n IN ARRAY names LOOP
-            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false);
+            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false, session);
         END LOOP;
         FOREACH n IN ARRAY names LOOP
-            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true);
+            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true, session);
         END LOOP;
         RETURN toks;
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -679,10 +681,10 @@ BEGIN
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
        AND mode OPERATOR(pg_catalog.<>) 'shared' THEN
-        SELECT pg_catalog.count(*), pg_catalog.min(h.expires_at) INTO n, earliest
+        SELECT pg_catalog.count(*), pg_catalog.min(lease._grant_expiry(h.expires_at, h.session)) INTO n, earliest
           FROM lease.holders AS h
          WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
-           AND h.expires_at OPERATOR(pg_catalog.>) now
+           AND lease._live(h.expires_at, h.session, now)
            AND NOT (_blocked_until.mode OPERATOR(pg_catalog.=) 'semaphore'
                     AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
                     AND h.session IS NULL);
@@ -1019,7 +1021,7 @@ BEGIN
                 WHILE toks IS NULL AND in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
                     BEGIN
                         IF mode OPERATOR(pg_catalog.=) 'all' THEN
-                            toks := lease._try_grant_all(names, owner, ttl, caller);
+                            toks := lease._try_grant_all(names, owner, ttl, caller, session);
                         ELSE
                             toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits, session)];
                             IF toks[1] IS NULL THEN
@@ -1036,14 +1038,25 @@ BEGIN
                         END LOOP;
                         bound_key := NULL;
                         IF next_expiry IS NOT NULL THEN
-                            -- In the way: a live lease of n (not a holder) under a
-                            -- bound session, whose lock its backend holds.
+                            -- In the way: a live lease or holder of n under a
+                            -- bound session, whose lock its backend holds (its
+                            -- exit wakes this backend; the earliest expiry in
+                            -- the way bounds the wait).
                             SELECT lease._session_key(s.id) INTO bound_key
                               FROM lease.leases AS l
                               JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
                              WHERE l.name OPERATOR(pg_catalog.=) n
                                AND l.owner IS NOT NULL
                                AND s.bound_pid IS NOT NULL;
+                            IF bound_key IS NULL THEN
+                                SELECT lease._session_key(s.id) INTO bound_key
+                                  FROM lease.holders AS h
+                                  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) h.session
+                                 WHERE h.name OPERATOR(pg_catalog.=) n
+                                   AND s.bound_pid IS NOT NULL AND s.closed_at IS NULL
+                                 ORDER BY h.token
+                                 LIMIT 1;
+                            END IF;
                         END IF;
                         IF bound_key IS NOT NULL THEN
                             -- Held under a bound session: wait for its lock, which
@@ -1367,12 +1380,15 @@ BEGIN
     ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
     SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
     now := pg_catalog.clock_timestamp();
-    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
+    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR NOT lease._live(h.expires_at, h.session, now) THEN
         RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
     END IF;
     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
        AND NOT lease._is_admin(caller) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+    END IF;
+    IF NOT release AND h.session IS NOT NULL THEN
+        RETURN;             -- a session's holder lives by its session: live, unchanged
     END IF;
     IF release THEN
         DELETE FROM lease.holders AS x
@@ -1380,7 +1396,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        ignored := lease._history('released', name, token, h.owner, h.role);
+        ignored := lease._history('released', name, token, h.owner, h.role, h.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._wake_line(name);
     ELSE
@@ -1561,12 +1577,12 @@ BEGIN
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
         -- (its holder lock), then end it; one that had expired is reported.
-        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at FROM lease.holders AS x
+        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at, x.session FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
             PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
             DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
-            IF FOUND AND h.expires_at OPERATOR(pg_catalog.<=) now THEN
-                PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+            IF FOUND AND NOT lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._history('expired', name, h.token, h.owner, h.role, h.session);
             END IF;
         END LOOP;
     END IF;
@@ -1643,6 +1659,7 @@ DECLARE
     holder_path boolean := false;
     h_name text;
     h_expires timestamptz;
+    h_session bigint;
     h_xmax xid;
     msg text;
     detail text;
@@ -1703,22 +1720,27 @@ BEGIN
         -- takeover or revoke of this holder waits for it (or, in flight,
         -- makes this wait), and the holder is read after it.
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
-        SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
+        SELECT h.name, h.expires_at, h.session, h.xmax INTO h_name, h_expires, h_session, h_xmax
           FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
         found_row := FOUND;
         IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
            AND lease._superseded(h_xmax) THEN
             PERFORM lease._serialization_failure();
         END IF;
-        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NULL
+           AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
             PERFORM lease._remember_pass(name, token, h_expires);
             RETURN;
+        ELSIF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NOT NULL
+              AND lease._live(h_expires, h_session, pg_catalog.clock_timestamp()) THEN
+            RETURN;         -- a session's holder is not remembered: it lives by its session
         ELSIF NOT found_row THEN
             msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
                                      token, name);
             detail := pg_catalog.format('The writer holding token %s must stop.', token);
         ELSE
-            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: it expired', token, name);
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: %s', token, name,
+                                     CASE WHEN h_session IS NULL THEN 'it expired' ELSE 'its session ended' END);
             hint := 'Heartbeat more often than the ttl, or acquire again.';
         END IF;
     ELSE
@@ -2072,6 +2094,7 @@ BEGIN
     FOR h IN
         SELECT x.token, x.name FROM lease.holders AS x
          WHERE x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+            OR (x.session IS NOT NULL AND NOT lease._session_live(x.session, pg_catalog.clock_timestamp()))
          ORDER BY x.expires_at
          LIMIT 1000
     LOOP
@@ -2082,12 +2105,12 @@ BEGIN
             END IF;
             DELETE FROM lease.holders AS x
              WHERE x.token OPERATOR(pg_catalog.=) h.token
-               AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+               AND NOT lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
             RETURNING x.* INTO gone;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
-            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role, gone.session);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -2480,6 +2503,8 @@ BEGIN
         PERFORM lease._wake_line(freed.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
+    -- Its permits and shared grants (lease._end_session_holders).
+    n := n OPERATOR(pg_catalog.+) lease._end_session_holders(session, was_live, r.owner, r.role);
     PERFORM lease._history('session_closed', NULL, NULL, r.owner, r.role, session);
     RETURN CASE WHEN was_live THEN n ELSE 0 END;
 END $$;
@@ -3003,6 +3028,209 @@ END $$;
 COMMENT ON FUNCTION lease.leader(text) IS
     'Who holds the name now and what each holder published: one row per live holder (one for an exclusive lease), none when nobody holds it.';
 
+-- The session forms of semaphores, shared grants and lease_acquire_all
+-- (docs/reference.md, "Semaphores, shared leases, all-or-none grants and
+-- values"; docs/sql-edition.md, "Sessions"). A permit or shared grant under
+-- a session is a lease.holders row with session set and expires_at
+-- 'infinity': it lives by its session, as the extension's. ---------------
+
+-- session_close's part for holders: ends the session's permits and shared
+-- grants, each under its name's fence lock (share mode, as everything that
+-- changes a name) and its holder lock (exclusively: after its fenced writes
+-- already past the check), reporting them as expired unless the session was
+-- live, and wakes their lines. How many it ended.
+CREATE FUNCTION lease._end_session_holders(session bigint, was_live boolean, owner text, role regrole)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h record;
+    n integer := 0;
+BEGIN
+    FOR h IN SELECT x.token, x.name FROM lease.holders AS x
+              WHERE x.session OPERATOR(pg_catalog.=) _end_session_holders.session ORDER BY x.token LOOP
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(h.name));
+        PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
+        DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
+        CONTINUE WHEN NOT FOUND;
+        IF NOT was_live THEN
+            PERFORM lease._history('expired', h.name, h.token, owner, role, session);
+        END IF;
+        PERFORM lease._wake_line(h.name);
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- The session of a session_* request: LF003 unless it is live, 42501 unless
+-- the caller acts for its role (the extension's order); its row.
+CREATE FUNCTION lease._request_session(session bigint, caller regrole)
+RETURNS lease.sessions
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.sessions%ROWTYPE;
+BEGIN
+    IF NOT lease._session_live(session, pg_catalog.clock_timestamp()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) _request_session.session;
+    PERFORM lease._require_acting_for_session(r.role, session, caller);
+    RETURN r;
+END $$;
+
+-- The wait of a session_* request: 22004, 22023 or 22008 as the extension's.
+CREATE FUNCTION lease._check_session_wait(wait interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM lease._ttl(wait, 'wait');       -- out of range: 22008 before anything else
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.session_acquire_shared(session bigint, name text, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_shared()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    -- Each attempt checks the session again (LF003 when it ended meanwhile).
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'shared', NULL, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'shared', NULL, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_shared(bigint, text, interval) IS
+    'lease_acquire_shared under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_semaphore_acquire(session bigint, name text, permits integer,
+                                                wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_semaphore_acquire()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    IF permits IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+    END IF;
+    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+            DETAIL = pg_catalog.format('permits was %s.', permits);
+    END IF;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'semaphore', permits, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'semaphore', permits, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_semaphore_acquire(bigint, text, integer, interval) IS
+    'semaphore_acquire under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_acquire_all(session bigint, names text[], wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+    sorted text[];
+    n text;
+    i integer := 0;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_all()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    -- names, as lease_acquire_all checks them.
+    IF names IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
+    END IF;
+    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
+    END IF;
+    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
+            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
+    END IF;
+    FOREACH n IN ARRAY names LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+        IF n IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
+                DETAIL = pg_catalog.format('Element %s is NULL.', i);
+        END IF;
+        PERFORM lease._check_name(n);
+    END LOOP;
+    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
+    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
+        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
+        END IF;
+    END LOOP;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        -- Queued waiters of any of the names come first.
+        FOREACH n IN ARRAY sorted LOOP
+            IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(n)) THEN
+                PERFORM lease._require_same_kind(n, 'exclusive', NULL);
+                PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+                RETURN NULL;
+            END IF;
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(n));
+        END LOOP;
+        toks := lease._try_grant_all(sorted, r.owner, r.ttl, caller, session);
+        IF toks IS NULL THEN
+            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        END IF;
+    ELSE
+        toks := lease._acquire(sorted, r.owner, r.ttl, wait, caller, 'all', NULL, started, session);
+    END IF;
+    IF toks IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The tokens in the order of names.
+    RETURN (SELECT pg_catalog.array_agg(t.tok ORDER BY x.i)
+              FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i)
+              JOIN ROWS FROM (pg_catalog.unnest(sorted), pg_catalog.unnest(toks)) AS t(n, tok)
+                ON t.n OPERATOR(pg_catalog.=) x.n);
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_all(bigint, text[], interval) IS
+    'lease_acquire_all under a live session (owner: the session''s owner).';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -3035,4 +3263,7 @@ GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
 -- Published values: read by anyone, set through lease_set_value only.
 GRANT SELECT ON lease.lease_values TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.lease_set_value(text, bigint, jsonb), lease.leader(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.session_acquire_shared(bigint, text, interval),
+    lease.session_semaphore_acquire(bigint, text, integer, interval),
+    lease.session_acquire_all(bigint, text[], interval) TO PUBLIC;
 COMMIT;

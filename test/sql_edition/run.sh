@@ -212,18 +212,17 @@ for t in $REGRESS_FILES; do
     judge "regress $t: sql/$t.sql gives expected/$t.out" "$WORK/regress/$t.diff" "$t"
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
-# primitives (semaphores, shared leases, lease_acquire_all, values) cannot run
-# whole: its sections 9 to 12 use what the edition does not build (the
-# session forms of semaphores, shared leases and lease_acquire_all,
-# lease.waiters, pools), or what the edition builds only alone (idempotency
-# keys, beside a pool's claim). Its sections 1 to 8 and 13 run, unchanged,
-# against the same sections of expected/primitives.out (docs/sql-edition.md,
-# "Tests").
-sections() { awk '/^-- 9\. Sessions/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
+# primitives (semaphores, shared leases, lease_acquire_all, values, their
+# session forms) cannot run whole: its sections 10 to 12 use what the edition
+# does not build (lease.waiters, pools), or what the edition builds only
+# alone (idempotency keys, beside a pool's claim). Its sections 1 to 9 and 13
+# run, unchanged, against the same sections of expected/primitives.out
+# (docs/sql-edition.md, "Tests").
+sections() { awk '/^-- 10\. Waiting/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
 sections sql/primitives.sql >"$WORK/regress/primitives-part.input"
 sections expected/primitives.out >"$WORK/regress/primitives-part.expected"
 run_regress primitives-part
-judge "regress primitives, sections 1 to 8 and 13 (semaphores, shared leases, lease_acquire_all, values): sql/primitives.sql gives expected/primitives.out" \
+judge "regress primitives, sections 1 to 9 and 13 (semaphores, shared leases, lease_acquire_all, values, sessions): sql/primitives.sql gives expected/primitives.out" \
     "$WORK/regress/primitives-part.diff" primitives-part
 as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" -c "DROP TABLE IF EXISTS export_rows" \
     -c "DROP FUNCTION IF EXISTS keep(text, bigint), t(text)" >/dev/null 2>&1
@@ -649,6 +648,48 @@ out+="~"$(q -c "SELECT lease.lease_acquire('v:owner', 'o', '1 minute')" >/dev/nu
           grep -E '^(ERROR|DETAIL)' | tr '\n' ' ')
 report "$([ "$out" = "t t w=1 w=2 ERROR:  permission denied for table lease_values ~ERROR:  42501: permission denied for lease \"v:owner\" DETAIL:  It belongs to role \"lease_owner\"; only its members and the extension's admins may renew, release, close or take it over while it is live. " ]; echo $?)" \
     "values: an application publishes for its own lease and permit, reads lease.leader; another role's grant is 42501 (the extension's DETAIL); lease_values is not writable" "$out"
+
+# The session forms of semaphores, shared grants and lease_acquire_all: a
+# permit under a session lives by it (expires_at 'infinity'; a heartbeat
+# answers live and changes nothing; the fence passes), and ends with it: the
+# fence then says its session ended, a heartbeat is false, expire_due reports
+# it expired (with the session's id), and session_close of the ended session
+# reports nothing more and returns 0.
+out=$(q -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | tr '\n' ' '
+SELECT lease.session_open('sh', '300 milliseconds') AS s \gset
+SELECT lease.session_semaphore_acquire(:s, 'sh:sem', 2) AS p \gset
+SELECT lease.session_acquire_shared(:s, 'sh:shared') IS NOT NULL;
+SELECT expires_at = 'infinity' AND session = :s FROM lease.holders WHERE token = :p;
+SELECT lease.lease_heartbeat('sh:sem', :p, '1 hour');
+SELECT expires_at = 'infinity' FROM lease.holders WHERE token = :p;
+BEGIN;
+SELECT lease.fenced_write('sh:sem', :p);
+COMMIT;
+SELECT pg_sleep(0.4);
+SELECT lease.fenced_write('sh:sem', :p);
+SELECT lease.lease_heartbeat('sh:sem', :p);
+SELECT lease.expire_due();
+SELECT string_agg(event || ':' || (session = :s), ' ' ORDER BY xid, ordinal) FROM lease.history WHERE name = 'sh:sem';
+SELECT lease.session_close(:s);
+SELECT count(*) FROM lease.history WHERE event = 'expired' AND session = :s;
+SQL
+)
+report "$([[ "$out" =~ ^t\ t\ t\ t\ \ \ ERROR:\ \ fencing\ token\ [0-9]+\ for\ \"sh:sem\"\ is\ no\ longer\ live:\ its\ session\ ended\ HINT:\ .*\ f\ 2\ acquired:true\ expired:true\ 0\ 2\ $ ]]; echo $?)" \
+    "session forms: a permit under a session lives by it (heartbeat changes nothing, fence passes), and ends with it (LF001 its session ended; expire_due reports it)" "$out"
+# A session's lease_acquire_all with a wait, behind another owner's lease:
+# every name granted under the session when that lease is released.
+sa=$(q -c "SELECT lease.session_open('sa', '1 minute')")
+sat=$(q -c "SELECT lease.lease_acquire('sa:1', 'other', '1 minute')")
+q -c "SELECT array_to_string(lease.session_acquire_all($sa, ARRAY['sa:2', 'sa:1'], '20 seconds'), ' ')" >"$WORK/sa" 2>&1 &
+wait_until 10 heads_are 1
+q -c "SELECT lease.lease_release('sa:1', $sat)" >/dev/null
+wait_until 10 done_file "$WORK/sa"
+out="$(cat "$WORK/sa") | $(q -c "SELECT string_agg(name || ':' || token || ':' || (session = $sa), ' ' ORDER BY name) FROM lease.leases WHERE name LIKE 'sa:%'")"
+report "$([[ "$out" =~ ^([0-9]+)\ ([0-9]+)\ \|\ sa:1:([0-9]+):true\ sa:2:([0-9]+):true$ ]] &&
+          [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[4]}" ] && [ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[3]}" ] &&
+          [ "${BASH_REMATCH[2]}" -gt "$sat" ]; echo $?)" \
+    "session forms: session_acquire_all waits behind another owner's lease and gets every name under the session at its release" "$out"
+q -c "SELECT lease.session_close($sa)" >/dev/null
 
 # Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
 # errors of sql/idempotency.sql, statement for statement as
