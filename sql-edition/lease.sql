@@ -1183,10 +1183,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1216,7 +1225,8 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.semaphore_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
@@ -1226,6 +1236,14 @@ BEGIN
         IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
             RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
                 DETAIL = pg_catalog.format('permits was %s.', permits);
+        END IF;
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
         END IF;
     END IF;
     normal := lease._ttl(ttl);
@@ -1256,10 +1274,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire_shared()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1319,6 +1346,11 @@ BEGIN
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     PERFORM lease._check_wait(wait);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, lease._caller());
+        END LOOP;
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         -- Queued waiters of any of the names come first.
         FOREACH n IN ARRAY sorted LOOP
@@ -2536,6 +2568,9 @@ BEGIN
     END IF;
     SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_acquire.session;
     PERFORM lease._require_acting_for_session(r.role, session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     -- Each attempt checks the session again (LF003 when it ended meanwhile).
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'exclusive', NULL, session);
@@ -2677,13 +2712,20 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND fingerprint IS NOT NULL
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.idempotency_begin()');
         ignored := lease._check_name(key, 'idempotency key');
         IF fingerprint IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
         END IF;
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any (folded into the expression above).
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_prefix_rules(key, caller);
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     name_key := lease._name_key(key);
@@ -3111,6 +3153,9 @@ BEGIN
     PERFORM lease._check_name(name);
     PERFORM lease._check_session_wait(wait);
     r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     -- Each attempt checks the session again (LF003 when it ended meanwhile).
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'shared', NULL, session);
@@ -3146,6 +3191,9 @@ BEGIN
     END IF;
     PERFORM lease._check_session_wait(wait);
     r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'semaphore', permits, session);
     END IF;
@@ -3201,6 +3249,11 @@ BEGIN
     END LOOP;
     PERFORM lease._check_session_wait(wait);
     r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, caller);
+        END LOOP;
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         -- Queued waiters of any of the names come first.
         FOREACH n IN ARRAY sorted LOOP
@@ -3230,6 +3283,160 @@ END $$;
 
 COMMENT ON FUNCTION lease.session_acquire_all(bigint, text[], interval) IS
     'lease_acquire_all under a live session (owner: the session''s owner).';
+
+-- Prefix rules (docs/reference.md, "Privileges"): once a prefix has rules,
+-- a name that starts with it can be acquired only by members of one of its
+-- allowed roles; the longest prefix with rules that matches decides; admins
+-- are not bound. -----------------------------------------------------------
+-- The extension caches the rules per backend, so that a grant pays nothing
+-- for them while there are none. The edition's equivalent is
+-- lease._prefix_rules_exist(): an IMMUTABLE SQL function whose body is the
+-- constant true or false, inlined and folded into each grant's plan, so that
+-- with no rules a grant reads nothing for them. Every statement that changes
+-- lease.prefix_rules (lease.allow, lease.disallow, or the owner's own INSERT,
+-- UPDATE, DELETE, TRUNCATE or COPY: a hand edit, a restore) redefines it
+-- through the statement trigger prefix_rules_changed, and every backend's
+-- plans that inlined it are invalidated when that commits.
+
+CREATE TABLE lease.prefix_rules (
+    prefix text    NOT NULL,
+    role   regrole NOT NULL,
+    PRIMARY KEY (prefix, role)
+);
+
+COMMENT ON TABLE lease.prefix_rules IS
+    'Names under a prefix with rules can be acquired only by members of an allowed role (the longest matching prefix decides). Change it with lease.allow and lease.disallow.';
+
+-- Whether lease.prefix_rules has rows: redefined by lease._prefix_rules_changed.
+CREATE FUNCTION lease._prefix_rules_exist()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT false $$;
+
+-- The statement trigger on lease.prefix_rules: the BEFORE one orders every
+-- change to the rules (an advisory lock, 19540 "LR", to the end of the
+-- transaction), so that the AFTER one, which redefines
+-- lease._prefix_rules_exist(), reads the rules with every earlier change
+-- committed. It says false only when it reads no rule with a snapshot taken
+-- after that lock (READ COMMITTED); under REPEATABLE READ or SERIALIZABLE,
+-- whose snapshot may be older, it says true: a grant then looks (and finds
+-- nothing) until the next change. SECURITY DEFINER: the function is the
+-- installer's.
+CREATE FUNCTION lease._prefix_rules_changed()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rules boolean;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.=) 'BEFORE' THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(19540, 0);
+        RETURN NULL;
+    END IF;
+    rules := pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+             OR EXISTS (SELECT FROM lease.prefix_rules);
+    IF rules IS DISTINCT FROM lease._prefix_rules_exist() THEN
+        -- A fixed statement: no value of the caller's goes into it.
+        EXECUTE CASE WHEN rules
+                     THEN 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT true $f$'
+                     ELSE 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT false $f$' END;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER prefix_rules_order
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+CREATE TRIGGER prefix_rules_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+-- Fired in logical replication's apply too (session_replication_role =
+-- replica), as the extension's.
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_order;
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
+
+-- A grant of name to caller (called only while lease._prefix_rules_exist()):
+-- 42501, with the extension's message and DETAIL, when the longest prefix
+-- with rules that name starts with (by bytes) has none of caller's roles.
+CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest text;
+BEGIN
+    SELECT r.prefix INTO longest FROM lease.prefix_rules AS r
+     WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
+     ORDER BY pg_catalog.octet_length(r.prefix) DESC
+     LIMIT 1;
+    IF NOT FOUND OR lease._is_admin(caller) THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
+                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
+                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
+            DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
+                                       longest, (SELECT x.rolname FROM pg_catalog.pg_roles AS x
+                                                  WHERE x.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid));
+    END IF;
+END $$;
+
+-- The arguments of allow and disallow, as the extension checks them.
+CREATE FUNCTION lease._check_prefix_rule(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
+    END IF;
+    IF prefix IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'prefix must not be NULL';
+    END IF;
+    IF pg_catalog.octet_length(prefix) OPERATOR(pg_catalog.>) 255 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefix is too long',
+            DETAIL = pg_catalog.format('It has %s bytes; the limit is 255 bytes.', pg_catalog.octet_length(prefix));
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.allow(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.allow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    INSERT INTO lease.prefix_rules AS r (prefix, role) VALUES (allow.prefix, allow.role)
+    ON CONFLICT ON CONSTRAINT prefix_rules_pkey DO NOTHING;
+END $$;
+
+COMMENT ON FUNCTION lease.allow(regrole, text) IS
+    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
+
+CREATE FUNCTION lease.disallow(role regrole, prefix text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.disallow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    DELETE FROM lease.prefix_rules AS r
+     WHERE r.prefix OPERATOR(pg_catalog.=) (disallow.prefix COLLATE pg_catalog."C")
+       AND r.role OPERATOR(pg_catalog.=) disallow.role;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.disallow(regrole, text) IS
+    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
 
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
@@ -3266,4 +3473,6 @@ GRANT EXECUTE ON FUNCTION lease.lease_set_value(text, bigint, jsonb), lease.lead
 GRANT EXECUTE ON FUNCTION lease.session_acquire_shared(bigint, text, interval),
     lease.session_semaphore_acquire(bigint, text, integer, interval),
     lease.session_acquire_all(bigint, text[], interval) TO PUBLIC;
+-- Prefix rules: read by anyone; allow and disallow are an admin's.
+GRANT SELECT ON lease.prefix_rules TO PUBLIC;
 COMMIT;

@@ -691,6 +691,72 @@ report "$([[ "$out" =~ ^([0-9]+)\ ([0-9]+)\ \|\ sa:1:([0-9]+):true\ sa:2:([0-9]+
     "session forms: session_acquire_all waits behind another owner's lease and gets every name under the session at its release" "$out"
 q -c "SELECT lease.session_close($sa)" >/dev/null
 
+# Prefix rules (lease.allow, lease.disallow): the longest prefix with rules
+# decides; an application outside its roles is refused with 42501 (the
+# extension's message and DETAIL) by every acquire, before anything else;
+# admins are not bound; the owner's hand edits of lease.prefix_rules count as
+# allow's and disallow's do; with no rule left, grants no longer look
+# (lease._prefix_rules_exist() is false again); allow and disallow are not
+# executable by PUBLIC.
+q -c "SELECT lease.allow('lease_owner', 'q:')" -c "SELECT lease.allow('lease_app', 'q:open:')" >/dev/null
+out=$(app -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | grep -v -E '^(CONTEXT:  |PL/pgSQL function |SQL statement )' | tr '\n' ' '
+SELECT lease.lease_acquire('q:open:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.lease_acquire('other:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.lease_acquire('q:1', 'w', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT lease.lease_acquire('q:1', 'w', '0', '10 seconds');
+SELECT lease.lease_acquire('q:1', 'w', '1 minute', '10 seconds');
+SELECT lease.semaphore_acquire('q:1', 'w', 2);
+SELECT lease.lease_acquire_shared('q:1', 'w');
+SELECT lease.lease_acquire_all(ARRAY['q:open:2', 'q:1'], 'w');
+CALL lease.acquire_wait('q:1', 'w', '1 minute', '1 second');
+SELECT lease.session_open('qs', '1 minute') AS s \gset
+SELECT lease.session_acquire(:s, 'q:1');
+SELECT lease.session_acquire_shared(:s, 'q:1');
+SELECT lease.session_semaphore_acquire(:s, 'q:1', 2);
+SELECT lease.session_acquire_all(:s, ARRAY['q:1']);
+SELECT status FROM lease.idempotency_begin('q:1', 'fp', 'w');
+SELECT lease.allow('lease_app', 'q:');
+SELECT lease.disallow('lease_owner', 'q:');
+SELECT count(*) FROM lease.leases WHERE name LIKE 'q:%';
+SQL
+)
+denied='ERROR:  permission denied to acquire lease "q:1" '
+want="t t ERROR:  permission denied to acquire lease \"q:1\" DETAIL:  Names under the prefix \"q:\" are confined to the roles lease.allow names, and role \"lease_app\" is not a member of any of them. 42501 "
+want+="ERROR:  ttl must be positive $denied$denied$denied$denied$denied$denied$denied$denied$denied$denied"
+want+="ERROR:  permission denied for function allow ERROR:  permission denied for function disallow 1 "
+report "$([ "$out" = "$want" ]; echo $?)" \
+    "prefix rules: the longest prefix decides; every acquire of a confined name by another role is 42501 (the extension's message and DETAIL); allow and disallow are not executable by PUBLIC" "$out
+want:
+$want"
+out=$(q -c "SELECT lease.lease_acquire('q:admin', 'o') IS NOT NULL" -c "SELECT lease._prefix_rules_exist()" \
+        -c "SELECT lease.disallow('lease_owner', 'q:')" -c "SELECT lease.disallow('lease_owner', 'q:')" \
+        -c "SELECT lease.disallow('lease_app', 'q:open:')" -c "SELECT lease._prefix_rules_exist()" | tr '\n' ' ')
+out+="~"$(app -c "SELECT lease.lease_acquire('q:1', 'w', '1 minute') IS NOT NULL")
+q -c "INSERT INTO lease.prefix_rules VALUES ('h:', 'lease_owner')" >/dev/null
+out+="~"$(app -c "SELECT lease.lease_acquire('h:1', 'w', '1 minute')" 2>&1 | head -n 1)
+q -c "DELETE FROM lease.prefix_rules" >/dev/null
+out+="~"$(app -c "SELECT lease.lease_acquire('h:1', 'w', '1 minute') IS NOT NULL")"~"$(q -c "SELECT lease._prefix_rules_exist()")
+report "$([ "$out" = "t t t f t f ~t~ERROR:  permission denied to acquire lease \"h:1\"~t~f" ]; echo $?)" \
+    "prefix rules: admins are not bound; disallow says whether the rule existed; the last rule removed unconfines; a hand INSERT or DELETE of lease.prefix_rules counts too" "$out"
+# A connection that has acquired already (its plans made with no rule) is
+# bound by a rule another connection adds, from its next acquire on, and
+# freed when it goes.
+out=$(app -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | grep -v -E '^(CONTEXT:  |PL/pgSQL function )' | tr '\n' ' '
+\set VERBOSITY terse
+SELECT lease.lease_acquire('z:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.semaphore_acquire('z:s', 'w', 2, '1 minute') IS NOT NULL;
+\! psql -X -q -U lease_owner -d contrib_regression -c "SELECT lease.allow('lease_owner', 'z:')" >/dev/null
+SELECT lease.lease_acquire('z:2', 'w', '1 minute') IS NOT NULL;
+SELECT lease.semaphore_acquire('z:s', 'w', 2, '1 minute') IS NOT NULL;
+\! psql -X -q -U lease_owner -d contrib_regression -c "SELECT lease.disallow('lease_owner', 'z:')" >/dev/null
+SELECT lease.lease_acquire('z:2', 'w', '1 minute') IS NOT NULL;
+SQL
+)
+report "$([ "$out" = 't t ERROR:  permission denied to acquire lease "z:2" ERROR:  permission denied to acquire lease "z:s" t ' ]; echo $?)" \
+    "prefix rules: a rule committed by another connection binds a connection's next acquire, and its removal frees it" "$out"
+
 # Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
 # errors of sql/idempotency.sql, statement for statement as
 # expected/idempotency.out gives them (that file as a whole needs SET ROLE to
@@ -1002,6 +1068,8 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     # A semaphore permit and a shared grant (lease.holders) move too.
     semtok=$(app -c "SELECT lease.semaphore_acquire('mv-sem', 'w', 1, '1 hour')")
     app -c "SELECT lease.lease_acquire_shared('mv-shared', 'r', '1 hour')" >/dev/null
+    # Prefix rules move too.
+    q -c "SELECT lease.allow('lease_owner', 'mvq:')" >/dev/null
     # Published values (lease.lease_values, a holder's value) move too.
     app -c "SELECT lease.lease_set_value('mv', 1, '{\"leader\": \"a\"}')" \
         -c "SELECT lease.lease_set_value('mv-sem', $semtok, '\"permit\"')" >/dev/null
@@ -1027,6 +1095,9 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     out=$(app -c "SELECT owner || ' ' || value FROM lease.leader('mv')" -c "SELECT owner || ' ' || value FROM lease.leader('mv-sem')" | tr '\n' ' ')
     report "$([ "$out" = 'w {"leader": "a"} w "permit" ' ]; echo $?)" \
         "after the move, the values a lease and a permit published are the extension's (lease.leader)" "$out"
+    out=$(app -c "SELECT lease.lease_acquire('mvq:1', 'w')" 2>&1)
+    report "$(grep -q 'permission denied to acquire lease "mvq:1"' <<<"$out"; echo $?)" \
+        "after the move, the prefix rules are the extension's" "$out"
     out=$(app -c "INSERT INTO moved VALUES (3, 0)" 2>&1)
     report "$(grep -q 'fencing token 0 was never issued for lease "mv"' <<<"$out"; echo $?)" \
         "after the move, the extension's fence trigger guards the table" "$out"
