@@ -55,7 +55,7 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions"}
 ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write"}
 
 ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
@@ -451,8 +451,7 @@ report "$(grep -q 'permission denied for function expire_due' <<<"$out"; echo $?
 # lease_app on stdin, its output on one line (errors without psql's prefix).
 app_script() { app -f - 2>&1 | sed -E 's/^psql:<stdin>:[0-9]+: //' | tr '\n' ' '; }
 # The bad input of sql/sessions.sql, statement for statement as expected/sessions.out gives it
-# (that file as a whole uses functions not built: allow, disallow,
-# prune_history).
+# (that file as a whole runs with a recorded difference: step 4).
 sess_bad=$(grep -E '^ SELECT lease\.session_(open|keepalive|close|acquire)\(.*\| (22|LF003)' expected/sessions.out)
 got=""
 want=""
