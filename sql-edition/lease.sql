@@ -67,10 +67,10 @@ COMMENT ON TABLE lease.history IS
 -- One row per holder of a semaphore permit or a shared lease, as the
 -- extension's (docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values"); the name's row in lease.leases then carries the name's
--- latest token, no owner, and expires_at 'infinity' (marked). session and
--- value stay NULL: the session forms of semaphore_acquire,
--- lease_acquire_shared and lease_acquire_all, and lease_set_value, are not
--- built.
+-- latest token, no owner, and expires_at 'infinity' (marked). A holder under
+-- a session (session_semaphore_acquire, session_acquire_shared) has session
+-- set and expires_at 'infinity': it lives by its session. value is what the
+-- holder published (lease_set_value).
 CREATE TABLE lease.holders (
     token       bigint      NOT NULL PRIMARY KEY,
     name        text        NOT NULL,
@@ -2238,7 +2238,7 @@ COMMENT ON FUNCTION lease.prune(interval) IS
 -- lease.status, as the extension's: each holder of a semaphore or shared
 -- lease is a row of its own (mode semaphore or shared) instead of the name's
 -- marked row, which shows only when the name has no holders left (free, no
--- expiry). Sessions are not built: session is always NULL.
+-- expiry). Replaced below, once sessions are defined.
 CREATE VIEW lease.status AS
 SELECT g.name,
        g.owner,
