@@ -67,10 +67,10 @@ COMMENT ON TABLE lease.history IS
 -- One row per holder of a semaphore permit or a shared lease, as the
 -- extension's (docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values"); the name's row in lease.leases then carries the name's
--- latest token, no owner, and expires_at 'infinity' (marked). session and
--- value stay NULL: the session forms of semaphore_acquire,
--- lease_acquire_shared and lease_acquire_all, and lease_set_value, are not
--- built.
+-- latest token, no owner, and expires_at 'infinity' (marked). A holder under
+-- a session (session_semaphore_acquire, session_acquire_shared) has session
+-- set and expires_at 'infinity': it lives by its session. value is what the
+-- holder published (lease_set_value).
 CREATE TABLE lease.holders (
     token       bigint      NOT NULL PRIMARY KEY,
     name        text        NOT NULL,
@@ -263,7 +263,7 @@ $$;
 -- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
 -- with the extension's payload.
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole,
-                               session bigint DEFAULT NULL)
+                               session bigint DEFAULT NULL, value jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -272,6 +272,7 @@ DECLARE
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
+    payload text;
 BEGIN
     ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     -- This session granted, released, revoked or ended something: the fence
@@ -280,11 +281,20 @@ BEGIN
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
-        PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
+        payload := pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s',
             pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
             COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
-            CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
+            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
+                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
+        -- A value_set whose value does not fit in a notification (8000 bytes)
+        -- beside the other fields: "value": null, "value_omitted": true, as
+        -- the extension's (lease.leader has the value).
+        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
+            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
+                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
+        END IF;
+        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
     END IF;
 END $$;
 
@@ -450,7 +460,7 @@ BEGIN
     ELSIF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.mode, x.permits FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) _require_same_kind.name
-                    AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                    AND lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
                   ORDER BY x.token LOOP
             PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
         END LOOP;
@@ -466,9 +476,10 @@ END $$;
 -- write, writes the grant and returns its token (without write, checks only
 -- and returns NULL). docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values", says what may be granted beside what. Under a session
--- (session_acquire; exclusive only), the grant lives by the session:
--- expires_at 'infinity' and session set; LF003 when the session is no longer
--- live. An exclusive lease under a session is live while its session is.
+-- (session_acquire and the session forms of the other modes), the grant
+-- lives by the session: expires_at 'infinity' and session set, on the lease
+-- row or the holder row; LF003 when the session is no longer live. A lease or
+-- holder under a session is live while its session is.
 CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
                              write boolean, session bigint DEFAULT NULL)
 RETURNS bigint
@@ -522,10 +533,10 @@ BEGIN
     -- count as live.
     IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
-            IF h.expires_at OPERATOR(pg_catalog.>) now THEN
+            IF lease._live(h.expires_at, h.session, now) THEN
                 ignored := lease._check_kind(name, h.mode, h.permits, mode, permits);
                 IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
-                   AND h.session IS NULL THEN
+                   AND h.session IS NOT DISTINCT FROM _grant.session THEN
                     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
                        AND NOT lease._is_admin(caller) THEN
                         RAISE EXCEPTION USING ERRCODE = '42501',
@@ -562,7 +573,7 @@ BEGIN
     -- lease's grant, the common case, ends none.)
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
-            ignored := lease._history('expired', name, h.token, h.owner, h.role);
+            ignored := lease._history('expired', name, h.token, h.owner, h.role, h.session);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -602,9 +613,9 @@ BEGIN
         END IF;
         INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session)
         VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
-                now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+                now, now, CASE WHEN session IS NULL THEN now OPERATOR(pg_catalog.+) ttl ELSE 'infinity' END, caller, session);
     END IF;
-    ignored := lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
+    ignored := lease._history('acquired', name, tok, owner, caller, session);
     ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
     RETURN tok;
 END $$;
@@ -612,8 +623,8 @@ END $$;
 -- One attempt at a grant, never waiting: the token, or NULL when the lease is
 -- busy. The fence lock, the row lock and holder locks are kept only on
 -- success: a busy answer rolls back the subtransaction that took them
--- (docs/sql-edition.md, "Locks"). Under a session (exclusive only), LF003
--- when the session is no longer live.
+-- (docs/sql-edition.md, "Locks"). Under a session, LF003 when the session is
+-- no longer live.
 CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole,
                                  mode text DEFAULT 'exclusive', permits integer DEFAULT NULL,
                                  session bigint DEFAULT NULL)
@@ -633,7 +644,8 @@ END $$;
 -- written only when every one can be granted; when one is busy, the
 -- subtransaction rolls back and lets go of every lock taken. The tokens, in
 -- the order of names, or NULL.
-CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole)
+CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole,
+                                     session bigint DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -644,10 +656,10 @@ DECLARE
 BEGIN
     BEGIN
         FOREACH n IN ARRAY names LOOP
-            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false);
+            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false, session);
         END LOOP;
         FOREACH n IN ARRAY names LOOP
-            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true);
+            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true, session);
         END LOOP;
         RETURN toks;
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -683,10 +695,10 @@ BEGIN
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
        AND mode OPERATOR(pg_catalog.<>) 'shared' THEN
-        SELECT pg_catalog.count(*), pg_catalog.min(h.expires_at) INTO n, earliest
+        SELECT pg_catalog.count(*), pg_catalog.min(lease._grant_expiry(h.expires_at, h.session)) INTO n, earliest
           FROM lease.holders AS h
          WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
-           AND h.expires_at OPERATOR(pg_catalog.>) now
+           AND lease._live(h.expires_at, h.session, now)
            AND NOT (_blocked_until.mode OPERATOR(pg_catalog.=) 'semaphore'
                     AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
                     AND h.session IS NULL);
@@ -1023,7 +1035,7 @@ BEGIN
                 WHILE toks IS NULL AND in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
                     BEGIN
                         IF mode OPERATOR(pg_catalog.=) 'all' THEN
-                            toks := lease._try_grant_all(names, owner, ttl, caller);
+                            toks := lease._try_grant_all(names, owner, ttl, caller, session);
                         ELSE
                             toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits, session)];
                             IF toks[1] IS NULL THEN
@@ -1040,14 +1052,25 @@ BEGIN
                         END LOOP;
                         bound_key := NULL;
                         IF next_expiry IS NOT NULL THEN
-                            -- In the way: a live lease of n (not a holder) under a
-                            -- bound session, whose lock its backend holds.
+                            -- In the way: a live lease or holder of n under a
+                            -- bound session, whose lock its backend holds (its
+                            -- exit wakes this backend; the earliest expiry in
+                            -- the way bounds the wait).
                             SELECT lease._session_key(s.id) INTO bound_key
                               FROM lease.leases AS l
                               JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
                              WHERE l.name OPERATOR(pg_catalog.=) n
                                AND l.owner IS NOT NULL
                                AND s.bound_pid IS NOT NULL;
+                            IF bound_key IS NULL THEN
+                                SELECT lease._session_key(s.id) INTO bound_key
+                                  FROM lease.holders AS h
+                                  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) h.session
+                                 WHERE h.name OPERATOR(pg_catalog.=) n
+                                   AND s.bound_pid IS NOT NULL AND s.closed_at IS NULL
+                                 ORDER BY h.token
+                                 LIMIT 1;
+                            END IF;
                         END IF;
                         IF bound_key IS NOT NULL THEN
                             -- Held under a bound session: wait for its lock, which
@@ -1174,10 +1197,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1207,7 +1239,8 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.semaphore_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
@@ -1217,6 +1250,14 @@ BEGIN
         IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
             RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
                 DETAIL = pg_catalog.format('permits was %s.', permits);
+        END IF;
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
         END IF;
     END IF;
     normal := lease._ttl(ttl);
@@ -1247,10 +1288,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire_shared()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1310,6 +1360,11 @@ BEGIN
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     PERFORM lease._check_wait(wait);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, lease._caller());
+        END LOOP;
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         -- Queued waiters of any of the names come first.
         FOREACH n IN ARRAY sorted LOOP
@@ -1371,12 +1426,15 @@ BEGIN
     ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
     SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
     now := pg_catalog.clock_timestamp();
-    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
+    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR NOT lease._live(h.expires_at, h.session, now) THEN
         RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
     END IF;
     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
        AND NOT lease._is_admin(caller) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+    END IF;
+    IF NOT release AND h.session IS NOT NULL THEN
+        RETURN;             -- a session's holder lives by its session: live, unchanged
     END IF;
     IF release THEN
         DELETE FROM lease.holders AS x
@@ -1384,7 +1442,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        ignored := lease._history('released', name, token, h.owner, h.role);
+        ignored := lease._history('released', name, token, h.owner, h.role, h.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._wake_line(name);
     ELSE
@@ -1565,12 +1623,12 @@ BEGIN
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
         -- (its holder lock), then end it; one that had expired is reported.
-        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at FROM lease.holders AS x
+        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at, x.session FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
             PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
             DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
-            IF FOUND AND h.expires_at OPERATOR(pg_catalog.<=) now THEN
-                PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+            IF FOUND AND NOT lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._history('expired', name, h.token, h.owner, h.role, h.session);
             END IF;
         END LOOP;
     END IF;
@@ -1647,6 +1705,7 @@ DECLARE
     holder_path boolean := false;
     h_name text;
     h_expires timestamptz;
+    h_session bigint;
     h_xmax xid;
     msg text;
     detail text;
@@ -1707,22 +1766,27 @@ BEGIN
         -- takeover or revoke of this holder waits for it (or, in flight,
         -- makes this wait), and the holder is read after it.
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
-        SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
+        SELECT h.name, h.expires_at, h.session, h.xmax INTO h_name, h_expires, h_session, h_xmax
           FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
         found_row := FOUND;
         IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
            AND lease._superseded(h_xmax) THEN
             PERFORM lease._serialization_failure();
         END IF;
-        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NULL
+           AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
             PERFORM lease._remember_pass(name, token, h_expires);
             RETURN;
+        ELSIF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NOT NULL
+              AND lease._live(h_expires, h_session, pg_catalog.clock_timestamp()) THEN
+            RETURN;         -- a session's holder is not remembered: it lives by its session
         ELSIF NOT found_row THEN
             msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
                                      token, name);
             detail := pg_catalog.format('The writer holding token %s must stop.', token);
         ELSE
-            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: it expired', token, name);
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: %s', token, name,
+                                     CASE WHEN h_session IS NULL THEN 'it expired' ELSE 'its session ended' END);
             hint := 'Heartbeat more often than the ttl, or acquire again.';
         END IF;
     ELSE
@@ -2076,6 +2140,7 @@ BEGIN
     FOR h IN
         SELECT x.token, x.name FROM lease.holders AS x
          WHERE x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+            OR (x.session IS NOT NULL AND NOT lease._session_live(x.session, pg_catalog.clock_timestamp()))
          ORDER BY x.expires_at
          LIMIT 1000
     LOOP
@@ -2086,12 +2151,12 @@ BEGIN
             END IF;
             DELETE FROM lease.holders AS x
              WHERE x.token OPERATOR(pg_catalog.=) h.token
-               AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+               AND NOT lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
             RETURNING x.* INTO gone;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
-            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role, gone.session);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -2175,6 +2240,9 @@ BEGIN
             NULL;
         END;
     END LOOP;
+    -- The published values of names whose rows are gone.
+    DELETE FROM lease.lease_values AS v
+     WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name);
     RETURN n;
 END $$;
 
@@ -2184,7 +2252,7 @@ COMMENT ON FUNCTION lease.prune(interval) IS
 -- lease.status, as the extension's: each holder of a semaphore or shared
 -- lease is a row of its own (mode semaphore or shared) instead of the name's
 -- marked row, which shows only when the name has no holders left (free, no
--- expiry). Sessions are not built: session is always NULL.
+-- expiry). Replaced below, once sessions are defined.
 CREATE VIEW lease.status AS
 SELECT g.name,
        g.owner,
@@ -2481,6 +2549,8 @@ BEGIN
         PERFORM lease._wake_line(freed.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
+    -- Its permits and shared grants (lease._end_session_holders).
+    n := n OPERATOR(pg_catalog.+) lease._end_session_holders(session, was_live, r.owner, r.role);
     PERFORM lease._history('session_closed', NULL, NULL, r.owner, r.role, session);
     RETURN CASE WHEN was_live THEN n ELSE 0 END;
 END $$;
@@ -2512,6 +2582,9 @@ BEGIN
     END IF;
     SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_acquire.session;
     PERFORM lease._require_acting_for_session(r.role, session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     -- Each attempt checks the session again (LF003 when it ended meanwhile).
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'exclusive', NULL, session);
@@ -2653,13 +2726,20 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND fingerprint IS NOT NULL
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.idempotency_begin()');
         ignored := lease._check_name(key, 'idempotency key');
         IF fingerprint IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
         END IF;
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any (folded into the expression above).
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_prefix_rules(key, caller);
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     name_key := lease._name_key(key);
@@ -2848,6 +2928,530 @@ END $$;
 COMMENT ON FUNCTION lease.prune_idempotency() IS
     'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
 
+-- Published values and leaders (docs/reference.md, "Semaphores, shared
+-- leases, all-or-none grants and values"). ---------------------------------
+-- A value published by an exclusive grant is a row of lease.lease_values,
+-- the extension's table, valid while its token is the name's live grant (a
+-- new grant starts with none, without anything to delete); a holder's value
+-- is its lease.holders row's value column.
+
+CREATE TABLE lease.lease_values (
+    name  text   NOT NULL PRIMARY KEY,
+    token bigint NOT NULL,
+    value jsonb  NOT NULL
+);
+
+COMMENT ON TABLE lease.lease_values IS
+    'The value an exclusive grant published with lease_set_value, valid while token is the live grant of name.';
+
+-- A grant of another role: 42501 with the extension's message and DETAIL,
+-- unless the caller is a member of that role or an admin.
+CREATE FUNCTION lease._require_acting_for_lease(role regrole, name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name),
+            DETAIL = pg_catalog.format('It belongs to role "%s"; only its members and the extension''s admins may renew, release, close or take it over while it is live.',
+                                       COALESCE((SELECT r.rolname FROM pg_catalog.pg_roles AS r
+                                                  WHERE r.oid OPERATOR(pg_catalog.=) role::pg_catalog.oid)::text, '(dropped)'));
+    END IF;
+END $$;
+
+-- When a live grant (its row's expires_at and session) ends: its own expiry,
+-- or its session's.
+CREATE FUNCTION lease._grant_expiry(expires_at timestamptz, session bigint)
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN session IS NULL THEN expires_at
+                ELSE (SELECT s.expires_at FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session) END
+$$;
+
+CREATE FUNCTION lease.lease_set_value(name text, token bigint, value jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    bytes integer;
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    found_row boolean;
+    now timestamptz;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_set_value()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_token(token);
+    IF value IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'value must not be NULL';
+    END IF;
+    -- The limit of a notification's payload, which carries it.
+    bytes := pg_catalog.octet_length(value::text);
+    IF bytes OPERATOR(pg_catalog.>) 8000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'value must be at most 8000 bytes as text',
+            DETAIL = pg_catalog.format('It is %s bytes.', bytes);
+    END IF;
+    BEGIN
+        -- The fence lock in share mode, as a heartbeat: no grant or revoke of
+        -- the name commits while the value is set, so it is set on a live
+        -- grant; kept only on success.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name;
+        found_row := FOUND;
+        -- Under REPEATABLE READ, a lease row changed since the snapshot: 40001
+        -- (docs/sql-edition.md, "Isolation").
+        PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+            (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name));
+        now := pg_catalog.clock_timestamp();
+        IF found_row AND r.owner IS NOT NULL AND r.token OPERATOR(pg_catalog.=) lease_set_value.token
+           AND lease._live(r.expires_at, r.session, now) THEN
+            PERFORM lease._require_acting_for_lease(r.role, name, caller);
+            INSERT INTO lease.lease_values AS v (name, token, value)
+            VALUES (lease_set_value.name, lease_set_value.token, lease_set_value.value)
+            ON CONFLICT ON CONSTRAINT lease_values_pkey DO UPDATE SET token = EXCLUDED.token, value = EXCLUDED.value;
+            PERFORM lease._history('value_set', name, token, r.owner, r.role, r.session, value);
+            RETURN true;
+        END IF;
+        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's,
+            -- read under its holder lock (in share mode, as its fenced writes).
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+            SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+            IF FOUND AND h.name OPERATOR(pg_catalog.=) lease_set_value.name AND lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._require_acting_for_lease(h.role, name, caller);
+                UPDATE lease.holders AS x SET value = lease_set_value.value
+                 WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+                PERFORM lease._history('value_set', name, token, h.owner, h.role, h.session, value);
+                RETURN true;
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+END $$;
+
+COMMENT ON FUNCTION lease.lease_set_value(text, bigint, jsonb) IS
+    'Publishes value (at most 8000 bytes as text) for the live grant with this token, and sends a value_set event; false, changing nothing, for a stale, expired or foreign token.';
+
+-- Reads only; SECURITY DEFINER because a session's liveness is judged by
+-- helpers (its bound backend's lock) that PUBLIC may not execute.
+CREATE FUNCTION lease.leader(name text)
+RETURNS TABLE(owner text, token bigint, value jsonb, expires_at timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM lease._check_name(name);
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) leader.name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF r.owner IS NOT NULL THEN
+        IF lease._live(r.expires_at, r.session, now) THEN
+            owner := r.owner;
+            token := r.token;
+            value := (SELECT v.value FROM lease.lease_values AS v
+                       WHERE v.name OPERATOR(pg_catalog.=) leader.name AND v.token OPERATOR(pg_catalog.=) r.token);
+            expires_at := lease._grant_expiry(r.expires_at, r.session);
+            RETURN NEXT;
+        END IF;
+        RETURN;
+    END IF;
+    IF r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) leader.name ORDER BY x.token LOOP
+            IF lease._live(h.expires_at, h.session, now) THEN
+                owner := h.owner;
+                token := h.token;
+                value := h.value;
+                expires_at := lease._grant_expiry(h.expires_at, h.session);
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.leader(text) IS
+    'Who holds the name now and what each holder published: one row per live holder (one for an exclusive lease), none when nobody holds it.';
+
+-- The session forms of semaphores, shared grants and lease_acquire_all
+-- (docs/reference.md, "Semaphores, shared leases, all-or-none grants and
+-- values"; docs/sql-edition.md, "Sessions"). A permit or shared grant under
+-- a session is a lease.holders row with session set and expires_at
+-- 'infinity': it lives by its session, as the extension's. ---------------
+
+-- session_close's part for holders: ends the session's permits and shared
+-- grants, each under its name's fence lock (share mode, as everything that
+-- changes a name) and its holder lock (exclusively: after its fenced writes
+-- already past the check), reporting them as expired unless the session was
+-- live, and wakes their lines. How many it ended.
+CREATE FUNCTION lease._end_session_holders(session bigint, was_live boolean, owner text, role regrole)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h record;
+    n integer := 0;
+BEGIN
+    FOR h IN SELECT x.token, x.name FROM lease.holders AS x
+              WHERE x.session OPERATOR(pg_catalog.=) _end_session_holders.session ORDER BY x.token LOOP
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(h.name));
+        PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
+        DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
+        CONTINUE WHEN NOT FOUND;
+        IF NOT was_live THEN
+            PERFORM lease._history('expired', h.name, h.token, owner, role, session);
+        END IF;
+        PERFORM lease._wake_line(h.name);
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- The session of a session_* request: LF003 unless it is live, 42501 unless
+-- the caller acts for its role (the extension's order); its row.
+CREATE FUNCTION lease._request_session(session bigint, caller regrole)
+RETURNS lease.sessions
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.sessions%ROWTYPE;
+BEGIN
+    IF NOT lease._session_live(session, pg_catalog.clock_timestamp()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) _request_session.session;
+    PERFORM lease._require_acting_for_session(r.role, session, caller);
+    RETURN r;
+END $$;
+
+-- The wait of a session_* request: 22004, 22023 or 22008 as the extension's.
+CREATE FUNCTION lease._check_session_wait(wait interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM lease._ttl(wait, 'wait');       -- out of range: 22008 before anything else
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.session_acquire_shared(session bigint, name text, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_shared()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
+    -- Each attempt checks the session again (LF003 when it ended meanwhile).
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'shared', NULL, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'shared', NULL, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_shared(bigint, text, interval) IS
+    'lease_acquire_shared under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_semaphore_acquire(session bigint, name text, permits integer,
+                                                wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_semaphore_acquire()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    IF permits IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+    END IF;
+    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+            DETAIL = pg_catalog.format('permits was %s.', permits);
+    END IF;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'semaphore', permits, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'semaphore', permits, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_semaphore_acquire(bigint, text, integer, interval) IS
+    'semaphore_acquire under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_acquire_all(session bigint, names text[], wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+    sorted text[];
+    n text;
+    i integer := 0;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_all()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    -- names, as lease_acquire_all checks them.
+    IF names IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
+    END IF;
+    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
+    END IF;
+    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
+            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
+    END IF;
+    FOREACH n IN ARRAY names LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+        IF n IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
+                DETAIL = pg_catalog.format('Element %s is NULL.', i);
+        END IF;
+        PERFORM lease._check_name(n);
+    END LOOP;
+    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
+    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
+        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
+        END IF;
+    END LOOP;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, caller);
+        END LOOP;
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        -- Queued waiters of any of the names come first.
+        FOREACH n IN ARRAY sorted LOOP
+            IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(n)) THEN
+                PERFORM lease._require_same_kind(n, 'exclusive', NULL);
+                PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+                RETURN NULL;
+            END IF;
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(n));
+        END LOOP;
+        toks := lease._try_grant_all(sorted, r.owner, r.ttl, caller, session);
+        IF toks IS NULL THEN
+            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        END IF;
+    ELSE
+        toks := lease._acquire(sorted, r.owner, r.ttl, wait, caller, 'all', NULL, started, session);
+    END IF;
+    IF toks IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The tokens in the order of names.
+    RETURN (SELECT pg_catalog.array_agg(t.tok ORDER BY x.i)
+              FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i)
+              JOIN ROWS FROM (pg_catalog.unnest(sorted), pg_catalog.unnest(toks)) AS t(n, tok)
+                ON t.n OPERATOR(pg_catalog.=) x.n);
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_all(bigint, text[], interval) IS
+    'lease_acquire_all under a live session (owner: the session''s owner).';
+
+-- Prefix rules (docs/reference.md, "Privileges"): once a prefix has rules,
+-- a name that starts with it can be acquired only by members of one of its
+-- allowed roles; the longest prefix with rules that matches decides; admins
+-- are not bound. -----------------------------------------------------------
+-- The extension caches the rules per backend, so that a grant pays nothing
+-- for them while there are none. The edition's equivalent is
+-- lease._prefix_rules_exist(): an IMMUTABLE SQL function whose body is the
+-- constant true or false, inlined and folded into each grant's plan, so that
+-- with no rules a grant reads nothing for them. Every statement that changes
+-- lease.prefix_rules (lease.allow, lease.disallow, or the owner's own INSERT,
+-- UPDATE, DELETE, TRUNCATE or COPY: a hand edit, a restore) redefines it
+-- through the statement trigger prefix_rules_changed, and every backend's
+-- plans that inlined it are invalidated when that commits.
+
+CREATE TABLE lease.prefix_rules (
+    prefix text    NOT NULL,
+    role   regrole NOT NULL,
+    PRIMARY KEY (prefix, role)
+);
+
+COMMENT ON TABLE lease.prefix_rules IS
+    'Names under a prefix with rules can be acquired only by members of an allowed role (the longest matching prefix decides). Change it with lease.allow and lease.disallow.';
+
+-- Whether lease.prefix_rules has rows: redefined by lease._prefix_rules_changed.
+CREATE FUNCTION lease._prefix_rules_exist()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT false $$;
+
+-- The statement trigger on lease.prefix_rules: the BEFORE one orders every
+-- change to the rules (an advisory lock, 19540 "LR", to the end of the
+-- transaction), so that the AFTER one, which redefines
+-- lease._prefix_rules_exist(), reads the rules with every earlier change
+-- committed. It says false only when it reads no rule with a snapshot taken
+-- after that lock (READ COMMITTED); under REPEATABLE READ or SERIALIZABLE,
+-- whose snapshot may be older, it says true: a grant then looks (and finds
+-- nothing) until the next change. SECURITY DEFINER: the function is the
+-- installer's.
+CREATE FUNCTION lease._prefix_rules_changed()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rules boolean;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.=) 'BEFORE' THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(19540, 0);
+        RETURN NULL;
+    END IF;
+    rules := pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+             OR EXISTS (SELECT FROM lease.prefix_rules);
+    IF rules IS DISTINCT FROM lease._prefix_rules_exist() THEN
+        -- A fixed statement: no value of the caller's goes into it.
+        EXECUTE CASE WHEN rules
+                     THEN 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT true $f$'
+                     ELSE 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT false $f$' END;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER prefix_rules_order
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+CREATE TRIGGER prefix_rules_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+-- Fired in logical replication's apply too (session_replication_role =
+-- replica), as the extension's.
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_order;
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
+
+-- A grant of name to caller (called only while lease._prefix_rules_exist()):
+-- 42501, with the extension's message and DETAIL, when the longest prefix
+-- with rules that name starts with (by bytes) has none of caller's roles.
+CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest text;
+BEGIN
+    SELECT r.prefix INTO longest FROM lease.prefix_rules AS r
+     WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
+     ORDER BY pg_catalog.octet_length(r.prefix) DESC
+     LIMIT 1;
+    IF NOT FOUND OR lease._is_admin(caller) THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
+                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
+                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
+            DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
+                                       longest, (SELECT x.rolname FROM pg_catalog.pg_roles AS x
+                                                  WHERE x.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid));
+    END IF;
+END $$;
+
+-- The arguments of allow and disallow, as the extension checks them.
+CREATE FUNCTION lease._check_prefix_rule(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
+    END IF;
+    IF prefix IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'prefix must not be NULL';
+    END IF;
+    IF pg_catalog.octet_length(prefix) OPERATOR(pg_catalog.>) 255 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefix is too long',
+            DETAIL = pg_catalog.format('It has %s bytes; the limit is 255 bytes.', pg_catalog.octet_length(prefix));
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.allow(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.allow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    INSERT INTO lease.prefix_rules AS r (prefix, role) VALUES (allow.prefix, allow.role)
+    ON CONFLICT ON CONSTRAINT prefix_rules_pkey DO NOTHING;
+END $$;
+
+COMMENT ON FUNCTION lease.allow(regrole, text) IS
+    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
+
+CREATE FUNCTION lease.disallow(role regrole, prefix text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.disallow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    DELETE FROM lease.prefix_rules AS r
+     WHERE r.prefix OPERATOR(pg_catalog.=) (disallow.prefix COLLATE pg_catalog."C")
+       AND r.role OPERATOR(pg_catalog.=) disallow.role;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.disallow(regrole, text) IS
+    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -2877,4 +3481,12 @@ GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
     lease.idempotency_complete(text, bigint, jsonb), lease.idempotency_fail(text, bigint, jsonb, boolean),
     lease.idempotency_heartbeat(text, bigint, interval) TO PUBLIC;
+-- Published values: read by anyone, set through lease_set_value only.
+GRANT SELECT ON lease.lease_values TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.lease_set_value(text, bigint, jsonb), lease.leader(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.session_acquire_shared(bigint, text, interval),
+    lease.session_semaphore_acquire(bigint, text, integer, interval),
+    lease.session_acquire_all(bigint, text[], interval) TO PUBLIC;
+-- Prefix rules: read by anyone; allow and disallow are an admin's.
+GRANT SELECT ON lease.prefix_rules TO PUBLIC;
 COMMIT;

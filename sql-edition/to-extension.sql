@@ -16,7 +16,8 @@ BEGIN;
 
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
-LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys, lease.lease_values,
+    lease.prefix_rules IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -36,6 +37,16 @@ INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, 
                            session, value)
 SELECT token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session, value
   FROM lease_sqled.holders;
+
+-- The values exclusive grants published (a holder's is in its row above).
+INSERT INTO lease.lease_values (name, token, value)
+SELECT name, token, value
+  FROM lease_sqled.lease_values;
+
+-- The prefix rules.
+INSERT INTO lease.prefix_rules (prefix, role)
+SELECT prefix, role
+  FROM lease_sqled.prefix_rules;
 
 INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
 SELECT at, event, name, token, owner, session, role, xid, ordinal

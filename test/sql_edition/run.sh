@@ -55,8 +55,12 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover"}
+# Specs that SET ROLE to roles their setup creates: lease_owner (CREATEROLE,
+# not a member of the roles it creates on PostgreSQL 15) cannot, so these run
+# as the cluster's superuser, who then installs the edition too.
+ISOLATION_SPECS_AS_SUPERUSER=${SQLED_ISOLATION_AS_SUPERUSER-"prefix-rules-reload prefix-rules-dml"}
 
 ISOLATION_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/isolation/pg_isolation_regress
 # judge DESCRIPTION DIFF NAME: a file passes when DIFF (the diff of its
@@ -212,19 +216,18 @@ for t in $REGRESS_FILES; do
     judge "regress $t: sql/$t.sql gives expected/$t.out" "$WORK/regress/$t.diff" "$t"
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
-# primitives (semaphores, shared leases, lease_acquire_all) cannot run whole:
-# its sections 8 to 12 use what the edition does not build (lease_set_value,
-# lease.leader, the session forms of semaphores, shared leases and
-# lease_acquire_all, lease.waiters, pools), or what the edition builds
-# only alone (idempotency keys, beside a pool's claim). Its
-# sections 1 to 7 and 13 run, unchanged, against the same sections of
-# expected/primitives.out (docs/sql-edition.md, "Tests").
-sections() { awk '/^-- 8\. Values/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
-sections sql/primitives.sql >"$WORK/regress/primitives-1-7.input"
-sections expected/primitives.out >"$WORK/regress/primitives-1-7.expected"
-run_regress primitives-1-7
-judge "regress primitives, sections 1 to 7 and 13 (semaphores, shared leases, lease_acquire_all): sql/primitives.sql gives expected/primitives.out" \
-    "$WORK/regress/primitives-1-7.diff" primitives-1-7
+# primitives (semaphores, shared leases, lease_acquire_all, values, their
+# session forms) cannot run whole: its sections 10 to 12 use what the edition
+# does not build (lease.waiters, pools), or what the edition builds only
+# alone (idempotency keys, beside a pool's claim). Its sections 1 to 9 and 13
+# run, unchanged, against the same sections of expected/primitives.out
+# (docs/sql-edition.md, "Tests").
+sections() { awk '/^-- 10\. Waiting/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
+sections sql/primitives.sql >"$WORK/regress/primitives-part.input"
+sections expected/primitives.out >"$WORK/regress/primitives-part.expected"
+run_regress primitives-part
+judge "regress primitives, sections 1 to 9 and 13 (semaphores, shared leases, lease_acquire_all, values, sessions): sql/primitives.sql gives expected/primitives.out" \
+    "$WORK/regress/primitives-part.diff" primitives-part
 as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" -c "DROP TABLE IF EXISTS export_rows" \
     -c "DROP FUNCTION IF EXISTS keep(text, bigint), t(text)" >/dev/null 2>&1
 
@@ -246,12 +249,14 @@ as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" -c "DROP TABLE IF EXISTS expor
 out=$(as_owner -f "$WORK/installer.sql" 2>&1)
 report $? "the installer procedure for isolation specs is created" "$out"
 mkdir -p "$WORK/iso/specs" "$WORK/iso/expected" "$WORK/iso/out"
-for t in $ISOLATION_SPECS; do
+for t in $ISOLATION_SPECS $ISOLATION_SPECS_AS_SUPERUSER; do
+    spec_user=lease_owner
+    [[ " $ISOLATION_SPECS_AS_SUPERUSER " == *" $t "* ]] && spec_user=postgres
     sed -e 's/DROP EXTENSION IF EXISTS lease CASCADE;/DROP SCHEMA IF EXISTS lease CASCADE;/' \
         -e 's/DROP EXTENSION lease;/DROP SCHEMA lease CASCADE;/' \
         -e 's/CREATE EXTENSION lease;/CALL public.lease_sqled_install();/' "specs/$t.spec" >"$WORK/iso/specs/$t.spec"
     cp "expected/$t.out" "$WORK/iso/expected/"
-    PGUSER=lease_owner "$ISOLATION_REGRESS" \
+    PGUSER=$spec_user "$ISOLATION_REGRESS" \
         --use-existing --dbname=contrib_regression --inputdir="$WORK/iso" --outputdir="$WORK/iso/out" \
         "$t" >"$WORK/iso/out/$t.log" 2>&1
     rc=$?
@@ -262,8 +267,8 @@ for t in $ISOLATION_SPECS; do
         [ "$rc" -eq 0 ] || echo "pg_isolation_regress failed: $(tail -n 5 "$WORK/iso/out/$t.log")" >"$WORK/iso/out/$t.diff"
         [ "$rc" -eq 0 ] && : >"$WORK/iso/out/$t.diff"
     fi
-    judge "isolation $t: specs/$t.spec gives expected/$t.out" "$WORK/iso/out/$t.diff" "$t"
-    as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
+    judge "isolation $t: specs/$t.spec gives expected/$t.out$([ "$spec_user" = postgres ] && echo ' (run as the superuser)')" "$WORK/iso/out/$t.diff" "$t"
+    psql -X -q -d contrib_regression -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
 
 # 6. Waiting, woken without polling, and the fence under REPEATABLE READ, with
@@ -452,8 +457,7 @@ report "$(grep -q 'permission denied for function expire_due' <<<"$out"; echo $?
 # lease_app on stdin, its output on one line (errors without psql's prefix).
 app_script() { app -f - 2>&1 | sed -E 's/^psql:<stdin>:[0-9]+: //' | tr '\n' ' '; }
 # The bad input of sql/sessions.sql, statement for statement as expected/sessions.out gives it
-# (that file as a whole uses functions not built: allow, disallow,
-# prune_history).
+# (that file as a whole runs with a recorded difference: step 4).
 sess_bad=$(grep -E '^ SELECT lease\.session_(open|keepalive|close|acquire)\(.*\| (22|LF003)' expected/sessions.out)
 got=""
 want=""
@@ -606,6 +610,158 @@ SQL
 )
 report "$([ "$out" = "0 f 1 t 1 " ]; echo $?)" "sessions: a rolled-back bound open leaves no session, and its lock goes at the next bound open" "$out"
 
+# Published values (lease_set_value, lease.leader): a watcher gets each
+# value_set event with its value, and one too long for a notification beside
+# the other fields with "value": null, "value_omitted": true, as the
+# extension's (lease.leader has it).
+app -c "SELECT lease.listen_events()" -c "SELECT pg_sleep(1.5)" -c "SELECT 'done'" >"$WORK/watch_values" 2>&1 &
+watch_pid=$!
+sleep 0.5
+q -f - >/dev/null <<'SQL'
+SELECT lease.lease_acquire('ev:v', 'w', '1 minute') AS t \gset
+SELECT lease.lease_set_value('ev:v', :t, '{"addr": "a"}');
+SELECT lease.lease_set_value('ev:v', :t, to_jsonb(repeat('x', 7990)));
+SQL
+wait "$watch_pid"
+got=$(grep -o 'payload ".*" received' "$WORK/watch_values" | sed 's/^payload "//; s/" received$//' |
+      sed -E 's/"position": "[0-9]+\/([0-9]+)"/"position": "x\/\1"/')
+want=$(printf '%s\n' '{"event": "acquired", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": null}' \
+                      '{"event": "value_set", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": {"addr": "a"}}' \
+                      '{"event": "value_set", "name": "ev:v", "token": TOKEN, "owner": "w", "session": null, "position": "x/1", "value": null, "value_omitted": true}' |
+       sed "s/TOKEN/$(q -c "SELECT token FROM lease.leases WHERE name = 'ev:v'")/")
+out=$(q -c "SELECT length(value #>> '{}') FROM lease.leader('ev:v')")
+report "$([ "$got" = "$want" ] && [ "$out" = 7990 ]; echo $?)" \
+    "values: value_set events carry the value, or value_omitted when it does not fit; lease.leader has it" "$got
+want:
+$want
+leader's value length: $out"
+# An application publishes for its own grants (a lease's and a permit's) and
+# reads lease.leader; another role's live grant is 42501 with the extension's
+# DETAIL; it cannot write lease.lease_values.
+out=$(app_script <<'SQL'
+SELECT lease.lease_acquire('v:app', 'w', '1 minute') AS t \gset
+SELECT lease.lease_set_value('v:app', :t, '1');
+SELECT lease.semaphore_acquire('v:sem', 'w', 2, '1 minute') AS p \gset
+SELECT lease.lease_set_value('v:sem', :p, '2');
+SELECT string_agg(owner || '=' || value, ',') FROM lease.leader('v:app');
+SELECT string_agg(owner || '=' || value, ',') FROM lease.leader('v:sem');
+INSERT INTO lease.lease_values VALUES ('v:app', 1, '3');
+SQL
+)
+out+="~"$(q -c "SELECT lease.lease_acquire('v:owner', 'o', '1 minute')" >/dev/null
+          app -v VERBOSITY=verbose -c "SELECT lease.lease_set_value('v:owner', token, '1') FROM lease.leases WHERE name = 'v:owner'" |
+          grep -E '^(ERROR|DETAIL)' | tr '\n' ' ')
+report "$([ "$out" = "t t w=1 w=2 ERROR:  permission denied for table lease_values ~ERROR:  42501: permission denied for lease \"v:owner\" DETAIL:  It belongs to role \"lease_owner\"; only its members and the extension's admins may renew, release, close or take it over while it is live. " ]; echo $?)" \
+    "values: an application publishes for its own lease and permit, reads lease.leader; another role's grant is 42501 (the extension's DETAIL); lease_values is not writable" "$out"
+
+# The session forms of semaphores, shared grants and lease_acquire_all: a
+# permit under a session lives by it (expires_at 'infinity'; a heartbeat
+# answers live and changes nothing; the fence passes), and ends with it: the
+# fence then says its session ended, a heartbeat is false, expire_due reports
+# it expired (with the session's id), and session_close of the ended session
+# reports nothing more and returns 0.
+out=$(q -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | tr '\n' ' '
+SELECT lease.session_open('sh', '300 milliseconds') AS s \gset
+SELECT lease.session_semaphore_acquire(:s, 'sh:sem', 2) AS p \gset
+SELECT lease.session_acquire_shared(:s, 'sh:shared') IS NOT NULL;
+SELECT expires_at = 'infinity' AND session = :s FROM lease.holders WHERE token = :p;
+SELECT lease.lease_heartbeat('sh:sem', :p, '1 hour');
+SELECT expires_at = 'infinity' FROM lease.holders WHERE token = :p;
+BEGIN;
+SELECT lease.fenced_write('sh:sem', :p);
+COMMIT;
+SELECT pg_sleep(0.4);
+SELECT lease.fenced_write('sh:sem', :p);
+SELECT lease.lease_heartbeat('sh:sem', :p);
+SELECT lease.expire_due() >= 2;
+SELECT string_agg(event || ':' || (session = :s), ' ' ORDER BY xid, ordinal) FROM lease.history WHERE name = 'sh:sem';
+SELECT lease.session_close(:s);
+SELECT count(*) FROM lease.history WHERE event = 'expired' AND session = :s;
+SQL
+)
+report "$([[ "$out" =~ ^t\ t\ t\ t\ \ \ ERROR:\ \ fencing\ token\ [0-9]+\ for\ \"sh:sem\"\ is\ no\ longer\ live:\ its\ session\ ended\ HINT:\ .*\ f\ t\ acquired:true\ expired:true\ 0\ 2\ $ ]]; echo $?)" \
+    "session forms: a permit under a session lives by it (heartbeat changes nothing, fence passes), and ends with it (LF001 its session ended; expire_due reports it)" "$out"
+# A session's lease_acquire_all with a wait, behind another owner's lease:
+# every name granted under the session when that lease is released.
+sa=$(q -c "SELECT lease.session_open('sa', '1 minute')")
+sat=$(q -c "SELECT lease.lease_acquire('sa:1', 'other', '1 minute')")
+q -c "SELECT array_to_string(lease.session_acquire_all($sa, ARRAY['sa:2', 'sa:1'], '20 seconds'), ' ')" >"$WORK/sa" 2>&1 &
+wait_until 10 heads_are 1
+q -c "SELECT lease.lease_release('sa:1', $sat)" >/dev/null
+wait_until 10 done_file "$WORK/sa"
+out="$(cat "$WORK/sa") | $(q -c "SELECT string_agg(name || ':' || token || ':' || (session = $sa), ' ' ORDER BY name) FROM lease.leases WHERE name LIKE 'sa:%'")"
+report "$([[ "$out" =~ ^([0-9]+)\ ([0-9]+)\ \|\ sa:1:([0-9]+):true\ sa:2:([0-9]+):true$ ]] &&
+          [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[4]}" ] && [ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[3]}" ] &&
+          [ "${BASH_REMATCH[2]}" -gt "$sat" ]; echo $?)" \
+    "session forms: session_acquire_all waits behind another owner's lease and gets every name under the session at its release" "$out"
+q -c "SELECT lease.session_close($sa)" >/dev/null
+
+# Prefix rules (lease.allow, lease.disallow): the longest prefix with rules
+# decides; an application outside its roles is refused with 42501 (the
+# extension's message and DETAIL) by every acquire, before anything else;
+# admins are not bound; the owner's hand edits of lease.prefix_rules count as
+# allow's and disallow's do; with no rule left, grants no longer look
+# (lease._prefix_rules_exist() is false again); allow and disallow are not
+# executable by PUBLIC.
+q -c "SELECT lease.allow('lease_owner', 'q:')" -c "SELECT lease.allow('lease_app', 'q:open:')" >/dev/null
+out=$(app -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | grep -v -E '^(CONTEXT:  |PL/pgSQL function |SQL statement )' | tr '\n' ' '
+SELECT lease.lease_acquire('q:open:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.lease_acquire('other:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.lease_acquire('q:1', 'w', '1 minute');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT lease.lease_acquire('q:1', 'w', '0', '10 seconds');
+SELECT lease.lease_acquire('q:1', 'w', '1 minute', '10 seconds');
+SELECT lease.semaphore_acquire('q:1', 'w', 2);
+SELECT lease.lease_acquire_shared('q:1', 'w');
+SELECT lease.lease_acquire_all(ARRAY['q:open:2', 'q:1'], 'w');
+CALL lease.acquire_wait('q:1', 'w', '1 minute', '1 second');
+SELECT lease.session_open('qs', '1 minute') AS s \gset
+SELECT lease.session_acquire(:s, 'q:1');
+SELECT lease.session_acquire_shared(:s, 'q:1');
+SELECT lease.session_semaphore_acquire(:s, 'q:1', 2);
+SELECT lease.session_acquire_all(:s, ARRAY['q:1']);
+SELECT status FROM lease.idempotency_begin('q:1', 'fp', 'w');
+SELECT lease.allow('lease_app', 'q:');
+SELECT lease.disallow('lease_owner', 'q:');
+SELECT count(*) FROM lease.leases WHERE name LIKE 'q:%';
+SQL
+)
+denied='ERROR:  permission denied to acquire lease "q:1" '
+want="t t ERROR:  permission denied to acquire lease \"q:1\" DETAIL:  Names under the prefix \"q:\" are confined to the roles lease.allow names, and role \"lease_app\" is not a member of any of them. 42501 "
+want+="ERROR:  ttl must be positive $denied$denied$denied$denied$denied$denied$denied$denied$denied$denied"
+want+="ERROR:  permission denied for function allow ERROR:  permission denied for function disallow 1 "
+report "$([ "$out" = "$want" ]; echo $?)" \
+    "prefix rules: the longest prefix decides; every acquire of a confined name by another role is 42501 (the extension's message and DETAIL); allow and disallow are not executable by PUBLIC" "$out
+want:
+$want"
+out=$(q -c "SELECT lease.lease_acquire('q:admin', 'o') IS NOT NULL" -c "SELECT lease._prefix_rules_exist()" \
+        -c "SELECT lease.disallow('lease_owner', 'q:')" -c "SELECT lease.disallow('lease_owner', 'q:')" \
+        -c "SELECT lease.disallow('lease_app', 'q:open:')" -c "SELECT lease._prefix_rules_exist()" | tr '\n' ' ')
+out+="~"$(app -c "SELECT lease.lease_acquire('q:1', 'w', '1 minute') IS NOT NULL")
+q -c "INSERT INTO lease.prefix_rules VALUES ('h:', 'lease_owner')" >/dev/null
+out+="~"$(app -c "SELECT lease.lease_acquire('h:1', 'w', '1 minute')" 2>&1 | head -n 1)
+q -c "DELETE FROM lease.prefix_rules" >/dev/null
+out+="~"$(app -c "SELECT lease.lease_acquire('h:1', 'w', '1 minute') IS NOT NULL")"~"$(q -c "SELECT lease._prefix_rules_exist()")
+report "$([ "$out" = "t t t f t f ~t~ERROR:  permission denied to acquire lease \"h:1\"~t~f" ]; echo $?)" \
+    "prefix rules: admins are not bound; disallow says whether the rule existed; the last rule removed unconfines; a hand INSERT or DELETE of lease.prefix_rules counts too" "$out"
+# A connection that has acquired already (its plans made with no rule) is
+# bound by a rule another connection adds, from its next acquire on, and
+# freed when it goes.
+out=$(app -f - 2>&1 <<'SQL' | sed -E 's/^psql:<stdin>:[0-9]+: //' | grep -v -E '^(CONTEXT:  |PL/pgSQL function )' | tr '\n' ' '
+\set VERBOSITY terse
+SELECT lease.lease_acquire('z:1', 'w', '1 minute') IS NOT NULL;
+SELECT lease.semaphore_acquire('z:s', 'w', 2, '1 minute') IS NOT NULL;
+\! psql -X -q -U lease_owner -d contrib_regression -c "SELECT lease.allow('lease_owner', 'z:')" >/dev/null
+SELECT lease.lease_acquire('z:2', 'w', '1 minute') IS NOT NULL;
+SELECT lease.semaphore_acquire('z:s', 'w', 2, '1 minute') IS NOT NULL;
+\! psql -X -q -U lease_owner -d contrib_regression -c "SELECT lease.disallow('lease_owner', 'z:')" >/dev/null
+SELECT lease.lease_acquire('z:2', 'w', '1 minute') IS NOT NULL;
+SQL
+)
+report "$([ "$out" = 't t ERROR:  permission denied to acquire lease "z:2" ERROR:  permission denied to acquire lease "z:s" t ' ]; echo $?)" \
+    "prefix rules: a rule committed by another connection binds a connection's next acquire, and its removal frees it" "$out"
+
 # Idempotency keys (docs/sql-edition.md, "Idempotency keys"). The argument
 # errors of sql/idempotency.sql, statement for statement as
 # expected/idempotency.out gives them (that file as a whole needs SET ROLE to
@@ -673,13 +829,13 @@ for stmt in "SELECT lease.lease_acquire(NULL, 'w')" "SELECT lease.lease_heartbea
             "SELECT lease.session_open(NULL)" "SELECT lease.session_keepalive(NULL)" \
             "SELECT lease.session_close(NULL)" "SELECT lease.session_acquire(NULL, NULL)" \
             "SELECT lease.semaphore_acquire('x', 'w', NULL)" "SELECT lease.lease_acquire_shared('', 'w')" \
-            "SELECT lease.lease_acquire_all(ARRAY['x', 'x'], 'w')"; do
+            "SELECT lease.lease_acquire_all(ARRAY['x', 'x'], 'w')" "SELECT lease.lease_set_value('x', NULL, NULL)"; do
     ro+=$(app -c "BEGIN READ ONLY" -c "$stmt" -c "ROLLBACK" | head -n 1)"~"
 done
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.lease_revoke('x')" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.prune(NULL)" -c "ROLLBACK" | head -n 1)"~"
 ro+=$(q -c "BEGIN READ ONLY" -c "SELECT lease.expire_due()" -c "ROLLBACK" | head -n 1)
-expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.session_open() in a read-only transaction~ERROR:  cannot execute lease.session_keepalive() in a read-only transaction~ERROR:  cannot execute lease.session_close() in a read-only transaction~ERROR:  cannot execute lease.session_acquire() in a read-only transaction~ERROR:  cannot execute lease.semaphore_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_shared() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_all() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
+expected_ro="ERROR:  cannot execute lease.lease_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_heartbeat() in a read-only transaction~ERROR:  cannot execute lease.lease_release() in a read-only transaction~ERROR:  cannot execute lease.acquire_wait() in a read-only transaction~ERROR:  cannot execute lease.session_open() in a read-only transaction~ERROR:  cannot execute lease.session_keepalive() in a read-only transaction~ERROR:  cannot execute lease.session_close() in a read-only transaction~ERROR:  cannot execute lease.session_acquire() in a read-only transaction~ERROR:  cannot execute lease.semaphore_acquire() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_shared() in a read-only transaction~ERROR:  cannot execute lease.lease_acquire_all() in a read-only transaction~ERROR:  cannot execute lease.lease_set_value() in a read-only transaction~ERROR:  cannot execute lease.lease_revoke() in a read-only transaction~ERROR:  cannot execute lease.prune() in a read-only transaction~ERROR:  cannot execute lease.expire_due() in a read-only transaction"
 report "$([ "$ro" = "$expected_ro" ] && [[ "$out" =~ ^ERROR:\ \ fencing\ token\ 1\ rejected ]]; echo $?)" \
     "read-only: every state change raises 25006 first; the fence reads" "$ro
 $out"
@@ -917,6 +1073,11 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     # A semaphore permit and a shared grant (lease.holders) move too.
     semtok=$(app -c "SELECT lease.semaphore_acquire('mv-sem', 'w', 1, '1 hour')")
     app -c "SELECT lease.lease_acquire_shared('mv-shared', 'r', '1 hour')" >/dev/null
+    # Prefix rules move too.
+    q -c "SELECT lease.allow('lease_owner', 'mvq:')" >/dev/null
+    # Published values (lease.lease_values, a holder's value) move too.
+    app -c "SELECT lease.lease_set_value('mv', 1, '{\"leader\": \"a\"}')" \
+        -c "SELECT lease.lease_set_value('mv-sem', $semtok, '\"permit\"')" >/dev/null
     before=$(q -c "SELECT max(last_value) FROM lease.fencing_token_seq")
     out=$(psql -X -q -v ON_ERROR_STOP=1 -d contrib_regression -f sql-edition/to-extension.sql 2>&1)
     report $? "to-extension.sql moves the edition's database to the extension" "$out"
@@ -936,6 +1097,12 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
               -c "SELECT lease.lease_acquire_shared('mv-shared', 'r2') IS NOT NULL" | tr '\n' ' ')
     report "$([ "$out" = "w $semtok lease_app held semaphore r $((semtok + 1)) lease_app held shared t  NULL t " ]; echo $?)" \
         "after the move, a permit and a shared grant are the extension's holders: status, heartbeat, fence, the permit still counted" "$out"
+    out=$(app -c "SELECT owner || ' ' || value FROM lease.leader('mv')" -c "SELECT owner || ' ' || value FROM lease.leader('mv-sem')" | tr '\n' ' ')
+    report "$([ "$out" = 'w {"leader": "a"} w "permit" ' ]; echo $?)" \
+        "after the move, the values a lease and a permit published are the extension's (lease.leader)" "$out"
+    out=$(app -c "SELECT lease.lease_acquire('mvq:1', 'w')" 2>&1)
+    report "$(grep -q 'permission denied to acquire lease "mvq:1"' <<<"$out"; echo $?)" \
+        "after the move, the prefix rules are the extension's" "$out"
     out=$(app -c "INSERT INTO moved VALUES (3, 0)" 2>&1)
     report "$(grep -q 'fencing token 0 was never issued for lease "mv"' <<<"$out"; echo $?)" \
         "after the move, the extension's fence trigger guards the table" "$out"
