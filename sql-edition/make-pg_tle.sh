@@ -27,5 +27,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.sessions', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.session_id_seq', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.idempotency_keys', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pools', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pool_resources', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pool_claimers', '');"
     echo '$_lease_pgtle_$);'
 }
