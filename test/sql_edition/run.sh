@@ -1051,6 +1051,56 @@ out+=$(app -c "SELECT string_agg(name, ',') FROM lease.claim('pc', $asid)" \
 report "$([ "$out" = "pc:2 pc:1 pc:1:true,pc:2:true " ]; echo $?)" \
     "pools: a claim passes over an ended session's resource whose lease row is locked, without waiting, and takes it next time" "$out"
 
+# Pools with concurrent clients (pgbench, 4 of them for 6 s, as lease_app):
+# each keeps a session (1 s ttl) alive, claims in a pool of 12, releases one
+# name of its surplus (two in one transaction, with a concurrent pool_remove
+# of the second, can deadlock, in the extension too: each waits for the
+# other's lock of the session's claimer row and of the name's fence lock)
+# and checkpoints its grants, and at random closes its session,
+# leaves it to expire (a crash: its resources are then taken over), or puts
+# or removes a resource. After:
+# every claimer's held equals the count of the pool's resources whose
+# session it is, the pool's size its count of resources, every resource
+# claimed by a live session is that session's lease, and no client failed
+# (no deadlock, no error).
+app -c "SELECT count(lease.pool_put('race', 'race:' || g)) FROM generate_series(1, 12) AS g" >/dev/null
+cat >"$WORK/pool_race.sql" <<'SQL'
+SELECT COALESCE((SELECT max(id) FROM lease.sessions
+                  WHERE owner = 'racer-' || :client_id || '-' || :gen AND closed_at IS NULL
+                    AND expires_at > clock_timestamp() + '500 milliseconds'),
+                lease.session_open('racer-' || :client_id || '-' || :gen, '1 second')) AS s \gset
+SELECT lease.session_keepalive(:s) AS kept \gset
+SELECT count(*) AS n FROM lease.claim('race', :s) \gset
+SELECT count(lease.lease_release(x.name, l.token)) AS released
+  FROM (SELECT * FROM lease.surplus('race', :s) LIMIT 1) AS x (name) JOIN lease.leases AS l ON l.name = x.name \gset
+SELECT count(lease.checkpoint(l.name, l.token, pg_catalog.jsonb_build_object('by', :s))) AS stored
+  FROM lease.leases AS l WHERE l.session = :s \gset
+\set r random(1, 12)
+\if :r = 1
+SELECT lease.session_close(:s);
+\elif :r = 2
+\set gen :gen + 1
+\elif :r = 3
+SELECT lease.pool_put('race', 'race:' || (random() * 14 + 1)::int);
+\elif :r = 4
+SELECT lease.pool_remove('race', 'race:' || (random() * 14 + 1)::int);
+\endif
+SQL
+chmod 644 "$WORK/pool_race.sql"
+out=$("$PGBIN/pgbench" -n -U lease_app -d contrib_regression -c 4 -j 2 -T 6 -D gen=0 -f "$WORK/pool_race.sql" 2>&1)
+cycles=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+check=$(q -c "SELECT count(*) FROM lease.pool_claimers AS c
+               WHERE c.held <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = c.pool AND r.session = c.session)" \
+          -c "SELECT count(*) FROM lease.pools AS p WHERE p.resources <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = p.pool)" \
+          -c "SELECT count(*) FROM lease.pool_resources AS r JOIN lease.sessions AS s ON s.id = r.session
+               LEFT JOIN lease.leases AS l ON l.name = r.name
+               WHERE s.closed_at IS NULL AND s.expires_at > clock_timestamp() AND (l.session IS DISTINCT FROM r.session OR l.owner IS NULL)" \
+          -c "SELECT count(*) FROM lease.history WHERE name LIKE 'race:%' AND event = 'expired'" | tr '\n' ' ')
+report "$([ "${cycles:-0}" -gt 20 ] && [ "${failed:-0}" = 0 ] && ! grep -q -i 'error\|deadlock\|abort' <<<"$out" && [[ "$check" =~ ^0\ 0\ 0\ [0-9]+\ $ ]]; echo $?)" \
+    "pools: 4 concurrent clients claiming, releasing surplus, checkpointing, closing, expiring, putting and removing: held counts and pool sizes stay exact, no client fails (cycles, failed; wrong held, wrong sizes, claimed but not held, takeovers)" \
+    "$cycles, $failed; $check; $(grep -i -m 3 'error\|deadlock\|abort' <<<"$out")"
+
 # 7. The README's tour, verbatim: its first sql block, with the edition
 # installed for CREATE EXTENSION and the stall its comment describes made
 # real (pg_sleep(3)); the results its comments give (the values the
