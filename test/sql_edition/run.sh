@@ -1054,8 +1054,9 @@ report "$([ "$out" = "pc:2 pc:1 pc:1:true,pc:2:true " ]; echo $?)" \
 # Pools with concurrent clients (pgbench, 4 of them for 6 s, as lease_app):
 # each keeps a session (1 s ttl) alive, claims in a pool of 12, releases one
 # name of its surplus (two in one transaction, with a concurrent pool_remove
-# of the second, can deadlock, in the extension too: each waits for the
-# other's lock of the session's claimer row and of the name's fence lock)
+# of the second, can deadlock, in the extension too, seen there by hand:
+# each waits for the other's lock of the session's claimer row and of the
+# name's fence lock)
 # and checkpoints its grants, and at random closes its session,
 # leaves it to expire (a crash: its resources are then taken over), or puts
 # or removes a resource. After:
