@@ -1090,7 +1090,7 @@ SQL
 chmod 644 "$WORK/pool_race.sql"
 out=$("$PGBIN/pgbench" -n -U lease_app -d contrib_regression -c 4 -j 2 -T 6 -D gen=0 -f "$WORK/pool_race.sql" 2>&1)
 cycles=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
-failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+race_failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
 check=$(q -c "SELECT count(*) FROM lease.pool_claimers AS c
                WHERE c.held <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = c.pool AND r.session = c.session)" \
           -c "SELECT count(*) FROM lease.pools AS p WHERE p.resources <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = p.pool)" \
@@ -1098,9 +1098,9 @@ check=$(q -c "SELECT count(*) FROM lease.pool_claimers AS c
                LEFT JOIN lease.leases AS l ON l.name = r.name
                WHERE s.closed_at IS NULL AND s.expires_at > clock_timestamp() AND (l.session IS DISTINCT FROM r.session OR l.owner IS NULL)" \
           -c "SELECT count(*) FROM lease.history WHERE name LIKE 'race:%' AND event = 'expired'" | tr '\n' ' ')
-report "$([ "${cycles:-0}" -gt 20 ] && [ "${failed:-0}" = 0 ] && ! grep -q -i 'error\|deadlock\|abort' <<<"$out" && [[ "$check" =~ ^0\ 0\ 0\ [0-9]+\ $ ]]; echo $?)" \
+report "$([ "${cycles:-0}" -gt 20 ] && [ "${race_failed:-0}" = 0 ] && ! grep -q -i 'error\|deadlock\|abort' <<<"$out" && [[ "$check" =~ ^0\ 0\ 0\ [0-9]+\ $ ]]; echo $?)" \
     "pools: 4 concurrent clients claiming, releasing surplus, checkpointing, closing, expiring, putting and removing: held counts and pool sizes stay exact, no client fails (cycles, failed; wrong held, wrong sizes, claimed but not held, takeovers)" \
-    "$cycles, $failed; $check; $(grep -i -m 3 'error\|deadlock\|abort' <<<"$out")"
+    "$cycles, $race_failed; $check; $(grep -i -m 3 'error\|deadlock\|abort' <<<"$out")"
 
 # 7. The README's tour, verbatim: its first sql block, with the edition
 # installed for CREATE EXTENSION and the stall its comment describes made
