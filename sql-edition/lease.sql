@@ -1585,6 +1585,9 @@ BEGIN
         ignored := lease._history('released', name, token, r.owner, r.role, r.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._wake_line(name);
+        IF r.session IS NOT NULL THEN
+            ignored := lease._pool_unassign_name(name);     -- a pool resource's grant ended
+        END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -1638,6 +1641,9 @@ BEGIN
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
     PERFORM lease._history('revoked', name, tok, CASE WHEN live THEN r.owner END,
                            lease._caller(), CASE WHEN live AND r.owner IS NOT NULL THEN r.session END);
+    IF r.session IS NOT NULL THEN
+        PERFORM lease._pool_unassign_name(name);            -- a pool resource's grant ended
+    END IF;
     PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
     PERFORM lease._wake_line(name);
     RETURN tok;
@@ -2129,6 +2135,9 @@ BEGIN
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
              WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            IF r.session IS NOT NULL THEN
+                PERFORM lease._pool_unassign_name(candidate);   -- a pool resource's grant ended
+            END IF;
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
             NULL;
@@ -2552,6 +2561,7 @@ BEGIN
     -- Its permits and shared grants (lease._end_session_holders).
     n := n OPERATOR(pg_catalog.+) lease._end_session_holders(session, was_live, r.owner, r.role);
     PERFORM lease._history('session_closed', NULL, NULL, r.owner, r.role, session);
+    PERFORM lease._pool_unassign_session(session);          -- its resources in pools are free
     RETURN CASE WHEN was_live THEN n ELSE 0 END;
 END $$;
 
@@ -2946,6 +2956,64 @@ COMMENT ON TABLE lease.lease_values IS
 
 -- A grant of another role: 42501 with the extension's message and DETAIL,
 -- unless the caller is a member of that role or an admin.
+-- Pools (docs/concepts.md, "Pools"; docs/reference.md, "Pools"). -------------
+-- Resources owned one per session, balanced across the sessions claiming in
+-- the pool. The tables are the extension's, so that
+-- sql-edition/to-extension.sql can move them. lease.pool_claimers.held is
+-- kept by every statement that changes a resource's session (a claim's in
+-- one update at its end), so that claim and surplus read it instead of
+-- counting (sql/pools_held.sql). A claim holds the session's claimer lock in
+-- the pool (19536 "LP", a 32-bit hash of the pool and the session) until
+-- its transaction ends, so claims of one session in one pool run one after
+-- the other; it never waits for another claimer: rows being claimed are
+-- skipped (SKIP LOCKED), and so are resources whose fence lock is busy.
+
+CREATE TABLE lease.pools (
+    pool      text   NOT NULL PRIMARY KEY,
+    resources bigint NOT NULL
+);
+
+COMMENT ON TABLE lease.pools IS 'The number of resources in each pool (kept by pool_put and pool_remove).';
+
+CREATE TABLE lease.pool_resources (
+    name    text   NOT NULL PRIMARY KEY,
+    pool    text   NOT NULL,
+    state   jsonb  NOT NULL,
+    session bigint
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
+
+COMMENT ON TABLE lease.pool_resources IS
+    'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
+
+-- A claim's scan of the free resources, in name order; a session's resources
+-- in a pool, in name order (surplus), and in all its pools (session_close,
+-- by the pools of pool_claimers_session).
+CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
+
+CREATE TABLE lease.pool_claimers (
+    pool       text        NOT NULL,
+    session    bigint      NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    held       bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (pool, session)
+);
+
+COMMENT ON TABLE lease.pool_claimers IS
+    'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
+
+CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
+
+-- The claimer lock's second key: a 32-bit hash of the pool and the session
+-- (two pools whose hashes collide for a session only share its claims' lock).
+CREATE FUNCTION lease._claimer_key(pool text, session bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.hashint8(pg_catalog.hashtextextended(pool COLLATE pg_catalog."C", session)) $$;
+
+-- A live grant of another role: 42501, with the extension's message and
+-- DETAIL, unless the caller is a member of that role or an admin.
 CREATE FUNCTION lease._require_acting_for_lease(role regrole, name text, caller regrole)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -3122,6 +3190,9 @@ END $$;
 -- The session of a session_* request: LF003 unless it is live, 42501 unless
 -- the caller acts for its role (the extension's order); its row.
 CREATE FUNCTION lease._request_session(session bigint, caller regrole)
+-- The caller's live session (claim, surplus): LF003 when it has ended, 42501
+-- when it is another role's.
+CREATE FUNCTION lease._pool_session(session bigint, now timestamptz, caller regrole)
 RETURNS lease.sessions
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -3376,6 +3447,157 @@ ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
 -- 42501, with the extension's message and DETAIL, when the longest prefix
 -- with rules that name starts with (by bytes) has none of caller's roles.
 CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+    s lease.sessions%ROWTYPE;
+BEGIN
+    IF NOT lease._session_live(session, now) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT x.* INTO s FROM lease.sessions AS x WHERE x.id OPERATOR(pg_catalog.=) _pool_session.session;
+    PERFORM lease._require_acting_for_session(s.role, session, caller);
+    RETURN s;
+END $$;
+
+-- The pool as the session sees it at now: its size, what the session holds
+-- (its claimer row's held), its fair share -- the pool's resources split as
+-- evenly as possible among the live sessions that claimed within their ttl
+-- and the session itself, the first (size mod claimers) of them by id
+-- getting one more -- and, with_ended, the sessions that hold resources in
+-- it and have ended without closing (expired, closed by another path, or
+-- bound to a backend that is gone), whose resources a claim takes over.
+CREATE FUNCTION lease._pool_view(pool text, session bigint, now timestamptz, with_ended boolean,
+                                 OUT pool_size bigint, OUT own_held bigint, OUT fair_share bigint,
+                                 OUT ended_sessions bigint[])
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c record;
+    claimers bigint := 0;
+    rank bigint := 0;
+    counted_self boolean := false;
+BEGIN
+    own_held := 0;
+    ended_sessions := '{}';
+    pool_size := COALESCE((SELECT p.resources FROM lease.pools AS p WHERE p.pool OPERATOR(pg_catalog.=) _pool_view.pool), 0);
+    FOR c IN
+        SELECT pc.session AS id, pc.held AS n,
+               COALESCE(s.closed_at IS NULL AND s.expires_at OPERATOR(pg_catalog.>) now, false) AS open,
+               COALESCE(pc.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) now, false) AS recent,
+               s.bound_pid AS pid
+          FROM lease.pool_claimers AS pc
+          LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) pc.session
+         WHERE pc.pool OPERATOR(pg_catalog.=) _pool_view.pool
+         ORDER BY pc.session
+    LOOP
+        IF c.id OPERATOR(pg_catalog.=) session THEN
+            own_held := c.n;
+        END IF;
+        -- A live claimer; a bound one (but the caller) only while its backend runs.
+        IF c.open AND c.recent
+           AND (c.id OPERATOR(pg_catalog.=) session OR c.pid IS NULL OR lease._bound_alive(c.id, c.pid)) THEN
+            claimers := claimers OPERATOR(pg_catalog.+) 1;
+            IF c.id OPERATOR(pg_catalog.<) session THEN
+                rank := rank OPERATOR(pg_catalog.+) 1;
+            ELSIF c.id OPERATOR(pg_catalog.=) session THEN
+                counted_self := true;
+            END IF;
+        END IF;
+        IF with_ended AND c.n OPERATOR(pg_catalog.>) 0 AND c.id OPERATOR(pg_catalog.<>) session
+           AND (NOT c.open OR (c.pid IS NOT NULL AND NOT lease._bound_alive(c.id, c.pid))) THEN
+            ended_sessions := ended_sessions OPERATOR(pg_catalog.||) c.id;
+        END IF;
+    END LOOP;
+    IF NOT counted_self THEN
+        claimers := claimers OPERATOR(pg_catalog.+) 1;
+    END IF;
+    -- (OPERATOR() forms all bind alike, left to right: parenthesised.)
+    fair_share := (pool_size OPERATOR(pg_catalog./) claimers)
+                  OPERATOR(pg_catalog.+) CASE WHEN rank OPERATOR(pg_catalog.<) (pool_size OPERATOR(pg_catalog.%) claimers)
+                                              THEN 1 ELSE 0 END;
+END $$;
+
+-- One resource granted to a claiming session, never waiting for another
+-- claimer, a grant or a fenced write: its token, or NULL when it is busy
+-- (its fence lock taken), held live, a marked name with holders, or an
+-- ended session's grant whose lease row another transaction has locked (a
+-- session_close freeing it locks the lease rows of its session before its
+-- resource rows, without the fence lock; the claim has the resource row
+-- locked already, so it must not wait for the lease row: the extension's
+-- specs/pool-close-vs-takeover). The locks are kept only on a grant.
+CREATE FUNCTION lease._pool_try_grant(name text, owner text, ttl interval, caller regrole, session bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+BEGIN
+    BEGIN
+        IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+        END IF;
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _pool_try_grant.name;
+        IF FOUND THEN
+            IF r.owner IS NOT NULL THEN
+                IF lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                END IF;
+                IF r.session IS NOT NULL THEN
+                    PERFORM FROM lease.leases AS l
+                     WHERE l.name OPERATOR(pg_catalog.=) _pool_try_grant.name
+                       AND l.token OPERATOR(pg_catalog.=) r.token AND l.owner IS NOT NULL
+                       FOR NO KEY UPDATE SKIP LOCKED;
+                    IF NOT FOUND THEN
+                        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                    END IF;
+                END IF;
+            ELSIF r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                  AND EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) _pool_try_grant.name) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+        END IF;
+        RETURN lease._grant(name, owner, ttl, caller, 'exclusive', NULL, true, session);
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        RETURN NULL;
+    END;
+END $$;
+
+-- What a claim granted (granted) and took over from each ended session
+-- (taken[i] from ended[i]), recorded at its end: one update of its own
+-- claimer row (or its first insert), and of the ended sessions' rows.
+CREATE FUNCTION lease._pool_record_claim(pool text, session bigint, now timestamptz, granted bigint,
+                                         ended bigint[], taken bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE lease.pool_claimers AS c
+       SET claimed_at = now, held = c.held OPERATOR(pg_catalog.+) granted
+     WHERE c.pool OPERATOR(pg_catalog.=) _pool_record_claim.pool
+       AND c.session OPERATOR(pg_catalog.=) _pool_record_claim.session;
+    IF NOT FOUND THEN
+        INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at, held) VALUES (pool, session, now, granted)
+        ON CONFLICT ON CONSTRAINT pool_claimers_pkey DO UPDATE
+           SET claimed_at = EXCLUDED.claimed_at, held = c.held OPERATOR(pg_catalog.+) EXCLUDED.held;
+    END IF;
+    IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
+        UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) t.n
+          FROM ROWS FROM (pg_catalog.unnest(ended), pg_catalog.unnest(taken)) AS t (s, n)
+         WHERE c.pool OPERATOR(pg_catalog.=) _pool_record_claim.pool AND c.session OPERATOR(pg_catalog.=) t.s
+           AND t.n OPERATOR(pg_catalog.>) 0;
+    END IF;
+END $$;
+
+-- A session's grant of name ended (release, revoke, expire_due): the
+-- resource is no longer its session's in its pool. The resource's session
+-- is read without a row lock, then tested again by the update (which waits
+-- for a change in flight); every caller holds the name's fence lock, so no
+-- claim gives the resource to another session meanwhile, and if the update
+-- finds the session changed, a session_close has taken it from that
+-- session already.
+CREATE FUNCTION lease._pool_unassign_name(name text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -3436,6 +3658,295 @@ COMMENT ON FUNCTION lease.allow(regrole, text) IS
     'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
 
 CREATE FUNCTION lease.disallow(role regrole, prefix text)
+    s bigint;
+BEGIN
+    SELECT r.session INTO s FROM lease.pool_resources AS r WHERE r.name OPERATOR(pg_catalog.=) _pool_unassign_name.name;
+    IF s IS NOT NULL THEN
+        WITH r AS (UPDATE lease.pool_resources AS x SET session = NULL
+                    WHERE x.name OPERATOR(pg_catalog.=) _pool_unassign_name.name AND x.session IS NOT DISTINCT FROM s
+                   RETURNING x.pool)
+        UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r
+         WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) s;
+    END IF;
+END $$;
+
+-- A session closed: its resources in every pool it claimed in are free
+-- (after its lease rows, as the extension's session_close).
+CREATE FUNCTION lease._pool_unassign_session(session bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    WITH r AS (UPDATE lease.pool_resources AS x SET session = NULL
+                WHERE x.pool OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.pool FROM lease.pool_claimers AS c
+                                                              WHERE c.session OPERATOR(pg_catalog.=) _pool_unassign_session.session))
+                  AND x.session OPERATOR(pg_catalog.=) _pool_unassign_session.session
+               RETURNING x.pool),
+         n AS (SELECT r.pool, pg_catalog.count(*) AS n FROM r GROUP BY r.pool)
+    UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) n.n FROM n
+     WHERE c.pool OPERATOR(pg_catalog.=) n.pool AND c.session OPERATOR(pg_catalog.=) _pool_unassign_session.session;
+END $$;
+
+CREATE FUNCTION lease.pool_put(pool text, name text, state jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    added boolean;
+BEGIN
+    PERFORM lease._require_writable('lease.pool_put()');
+    PERFORM lease._check_name(pool, 'pool');
+    PERFORM lease._check_name(name);
+    IF state IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'state must not be NULL';
+    END IF;
+    -- A resource held live is its holder's role's: another role may neither
+    -- replace its state nor retire it.
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) pool_put.name;
+    IF FOUND AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+        PERFORM lease._require_acting_for_lease(r.role, name, lease._caller());
+    END IF;
+    INSERT INTO lease.pool_resources AS x (name, pool, state) VALUES (name, pool, state)
+    ON CONFLICT ON CONSTRAINT pool_resources_pkey DO UPDATE SET state = EXCLUDED.state
+     WHERE x.pool OPERATOR(pg_catalog.=) EXCLUDED.pool
+    RETURNING x.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid INTO added;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('lease "%s" belongs to another pool', name),
+            HINT = 'Remove it from that pool first.';
+    END IF;
+    IF added THEN
+        INSERT INTO lease.pools AS p (pool, resources) VALUES (pool, 1)
+        ON CONFLICT ON CONSTRAINT pools_pkey DO UPDATE SET resources = p.resources OPERATOR(pg_catalog.+) EXCLUDED.resources;
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.pool_put(text, text, jsonb) IS
+    'Adds a resource to a pool, or replaces its state (a live grant stays); a name belongs to one pool.';
+
+-- Removing a held resource ends its grant: the fence rejects the old token
+-- from then on, as after a revoke, and no claim grants it again. The fence
+-- lock is waited for (open fenced writes and checkpoints end first), and
+-- kept only when the resource was there.
+CREATE FUNCTION lease.pool_remove(pool text, name text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    r lease.leases%ROWTYPE;
+    live boolean;
+    now timestamptz;
+    removed bigint;
+    tok bigint;
+BEGIN
+    PERFORM lease._require_writable('lease.pool_remove()');
+    PERFORM lease._check_name(pool, 'pool');
+    PERFORM lease._check_name(name);
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock(19526, lease._name_key(name));
+        now := pg_catalog.clock_timestamp();
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name FOR UPDATE;
+        live := FOUND AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now);
+        IF live THEN
+            PERFORM lease._require_acting_for_lease(r.role, name, caller);
+        END IF;
+        WITH d AS (DELETE FROM lease.pool_resources AS x
+                    WHERE x.name OPERATOR(pg_catalog.=) pool_remove.name AND x.pool OPERATOR(pg_catalog.=) pool_remove.pool
+                   RETURNING x.pool, x.session),
+             c AS (UPDATE lease.pool_claimers AS pc SET held = pc.held OPERATOR(pg_catalog.-) 1 FROM d
+                    WHERE pc.pool OPERATOR(pg_catalog.=) d.pool AND pc.session OPERATOR(pg_catalog.=) d.session)
+        SELECT pg_catalog.count(*) INTO removed FROM d;
+        IF removed OPERATOR(pg_catalog.=) 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+    INSERT INTO lease.pools AS p (pool, resources) VALUES (pool, -1)
+    ON CONFLICT ON CONSTRAINT pools_pkey DO UPDATE SET resources = p.resources OPERATOR(pg_catalog.+) EXCLUDED.resources;
+    -- The fence pass this session remembers is checked again.
+    PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
+    IF live THEN
+        tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+        UPDATE lease.leases AS l
+           SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
+         WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name;
+        PERFORM lease._history('revoked', name, tok, r.owner, caller, r.session);
+        PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
+        PERFORM lease._wake_line(name);
+    END IF;
+    RETURN true;
+END $$;
+
+COMMENT ON FUNCTION lease.pool_remove(text, text) IS
+    'Retires a resource: ends its grant (its token is fenced off from then on) and no claim grants it again.';
+
+-- docs/reference.md, "Pools": up to min(free, max, share - held, 1000)
+-- resources, unclaimed ones and those of sessions that ended without
+-- closing, granted as session leases; only the new grants are returned.
+-- The free ones are fetched in name order from where this backend's last
+-- claim in the pool left off (session-level settings), then from the first;
+-- each batch is what is still wanted, leaving out the names passed over.
+CREATE FUNCTION lease.claim(pool text, session bigint, max integer DEFAULT NULL)
+RETURNS TABLE (name text, token bigint, state jsonb)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    now timestamptz;
+    s lease.sessions%ROWTYPE;
+    v record;
+    wanted bigint;
+    ended bigint[] := '{}';
+    taken bigint[] := '{}';
+    passed text[] := '{}';
+    after text;
+    granted bigint := 0;
+    candidates lease.pool_resources[];
+    cand lease.pool_resources;
+    more lease.pool_resources[];
+    tok bigint;
+    i integer;
+BEGIN
+    PERFORM lease._require_writable('lease.claim()');
+    PERFORM lease._check_name(pool, 'pool');
+    IF claim.session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    IF claim.max OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'max must not be negative';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    s := lease._pool_session(claim.session, now, caller);
+    -- One claim of the session in the pool at a time: held counts the last
+    -- one's grants, which it records only at its end.
+    PERFORM pg_catalog.pg_advisory_xact_lock(19536, lease._claimer_key(pool, claim.session));
+    v := lease._pool_view(pool, claim.session, now, true);
+    wanted := v.fair_share OPERATOR(pg_catalog.-) v.own_held;
+    IF claim.max IS NOT NULL AND claim.max OPERATOR(pg_catalog.<) wanted THEN
+        wanted := claim.max;
+    END IF;
+    IF wanted OPERATOR(pg_catalog.>) 1000 THEN
+        wanted := 1000;
+    END IF;
+    IF wanted OPERATOR(pg_catalog.<=) 0 THEN
+        PERFORM lease._pool_record_claim(pool, claim.session, now, 0, '{}', '{}');
+        RETURN;
+    END IF;
+    -- Two claimers never take over the resources of the same ended session
+    -- at once: the second passes over them, without waiting.
+    IF pg_catalog.cardinality(v.ended_sessions) OPERATOR(pg_catalog.>) 0 THEN
+        ended := ARRAY(SELECT c.session FROM lease.pool_claimers AS c
+                        WHERE c.pool OPERATOR(pg_catalog.=) claim.pool
+                          AND c.session OPERATOR(pg_catalog.=) ANY (v.ended_sessions)
+                        FOR UPDATE SKIP LOCKED);
+        taken := pg_catalog.array_fill(0::bigint, ARRAY[pg_catalog.cardinality(ended)]);
+    END IF;
+    IF pg_catalog.current_setting('lease.sql_pool_scan_pool', true) OPERATOR(pg_catalog.=) pool THEN
+        after := NULLIF(pg_catalog.current_setting('lease.sql_pool_scan_name', true), '');
+    END IF;
+    WHILE granted OPERATOR(pg_catalog.<) wanted LOOP
+        IF after IS NOT NULL THEN
+            candidates := ARRAY(SELECT x FROM lease.pool_resources AS x
+                                 WHERE x.pool OPERATOR(pg_catalog.=) claim.pool AND x.session IS NULL
+                                   AND x.name OPERATOR(pg_catalog.>) after
+                                   AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                                 ORDER BY x.name LIMIT wanted OPERATOR(pg_catalog.-) granted
+                                 FOR UPDATE SKIP LOCKED);
+        ELSE
+            candidates := ARRAY(SELECT x FROM lease.pool_resources AS x
+                                 WHERE x.pool OPERATOR(pg_catalog.=) claim.pool AND x.session IS NULL
+                                   AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                                 ORDER BY x.name LIMIT wanted OPERATOR(pg_catalog.-) granted
+                                 FOR UPDATE SKIP LOCKED);
+            IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0
+               AND pg_catalog.cardinality(candidates) OPERATOR(pg_catalog.<) (wanted OPERATOR(pg_catalog.-) granted) THEN
+                more := ARRAY(SELECT x FROM lease.pool_resources AS x
+                               WHERE x.pool OPERATOR(pg_catalog.=) claim.pool
+                                 AND x.session OPERATOR(pg_catalog.=) ANY (ended)
+                                 AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                               LIMIT wanted OPERATOR(pg_catalog.-) granted OPERATOR(pg_catalog.-) pg_catalog.cardinality(candidates)
+                               FOR UPDATE SKIP LOCKED);
+                candidates := candidates OPERATOR(pg_catalog.||) more;
+            END IF;
+        END IF;
+        IF pg_catalog.cardinality(candidates) OPERATOR(pg_catalog.=) 0 THEN
+            EXIT WHEN after IS NULL;
+            after := NULL;
+            CONTINUE;
+        END IF;
+        FOREACH cand IN ARRAY candidates LOOP
+            IF cand.session IS NULL THEN
+                after := cand.name;
+            END IF;
+            tok := lease._pool_try_grant(cand.name, s.owner, s.ttl, caller, claim.session);
+            IF tok IS NULL THEN
+                passed := passed OPERATOR(pg_catalog.||) cand.name;
+                CONTINUE;
+            END IF;
+            UPDATE lease.pool_resources AS x SET session = claim.session WHERE x.name OPERATOR(pg_catalog.=) cand.name;
+            IF cand.session IS NOT NULL THEN
+                i := pg_catalog.array_position(ended, cand.session);
+                taken[i] := taken[i] OPERATOR(pg_catalog.+) 1;
+            END IF;
+            name := cand.name;
+            token := tok;
+            state := cand.state;
+            RETURN NEXT;
+            granted := granted OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+    END LOOP;
+    IF after IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('lease.sql_pool_scan_pool', pool, false),
+                pg_catalog.set_config('lease.sql_pool_scan_name', after, false);
+    END IF;
+    PERFORM lease._pool_record_claim(pool, claim.session, now, granted, ended, taken);
+END $$;
+
+COMMENT ON FUNCTION lease.claim(text, bigint, integer) IS
+    'Grants free or orphaned resources of the pool to the session, up to its fair share (and max), never waiting on another claimer; returns the new grants with their state.';
+
+CREATE FUNCTION lease.surplus(pool text, session bigint)
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    v record;
+    excess bigint;
+BEGIN
+    PERFORM lease._check_name(pool, 'pool');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    PERFORM lease._pool_session(session, now, lease._caller());
+    v := lease._pool_view(pool, session, now, false);
+    excess := v.own_held OPERATOR(pg_catalog.-) v.fair_share;
+    IF excess OPERATOR(pg_catalog.<=) 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT x.name FROM lease.pool_resources AS x
+                  WHERE x.pool OPERATOR(pg_catalog.=) surplus.pool AND x.session OPERATOR(pg_catalog.=) surplus.session
+                  ORDER BY x.name DESC LIMIT excess;
+END $$;
+
+COMMENT ON FUNCTION lease.surplus(text, bigint) IS
+    'The leases this session holds in the pool beyond its fair share, for it to release.';
+
+-- Stores a holder's progress under its token. Like a fenced write, a passed
+-- checkpoint holds the fence lock in share mode until its transaction ends,
+-- so no takeover commits in between, and the next holder receives what it
+-- stored; a refused one lets go of it (its block rolls back). Under
+-- REPEATABLE READ, 40001 when the lease row changed since the snapshot
+-- (docs/sql-edition.md, "Isolation").
+CREATE FUNCTION lease.checkpoint(name text, token bigint, state jsonb)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -3451,6 +3962,36 @@ END $$;
 
 COMMENT ON FUNCTION lease.disallow(regrole, text) IS
     'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
+DECLARE
+    r lease.leases%ROWTYPE;
+    found_row boolean;
+BEGIN
+    PERFORM lease._require_writable('lease.checkpoint()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_token(token);
+    IF state IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'state must not be NULL';
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) checkpoint.name;
+        found_row := FOUND;
+        PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+            (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) checkpoint.name));
+        IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) checkpoint.token OR r.owner IS NULL
+           OR NOT lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+    PERFORM lease._require_acting_for_lease(r.role, name, lease._caller());
+    UPDATE lease.pool_resources AS x SET state = checkpoint.state WHERE x.name OPERATOR(pg_catalog.=) checkpoint.name;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.checkpoint(text, bigint, jsonb) IS
+    'Stores a holder''s progress under its token (false for a stale or expired one); the next holder receives it.';
 
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
@@ -3489,4 +4030,8 @@ GRANT EXECUTE ON FUNCTION lease.session_acquire_shared(bigint, text, interval),
     lease.session_acquire_all(bigint, text[], interval) TO PUBLIC;
 -- Prefix rules: read by anyone; allow and disallow are an admin's.
 GRANT SELECT ON lease.prefix_rules TO PUBLIC;
+-- Pools: read by anyone, changed through their functions only.
+GRANT SELECT ON lease.pools, lease.pool_resources, lease.pool_claimers TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.pool_put(text, text, jsonb), lease.pool_remove(text, text),
+    lease.claim(text, bigint, integer), lease.surplus(text, bigint), lease.checkpoint(text, bigint, jsonb) TO PUBLIC;
 COMMIT;

@@ -17,7 +17,7 @@ BEGIN;
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
 LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys, lease.lease_values,
-    lease.prefix_rules IN ACCESS EXCLUSIVE MODE;
+    lease.prefix_rules, lease.pools, lease.pool_resources, lease.pool_claimers IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -66,6 +66,22 @@ SELECT id, owner, role, ttl, opened_at, renewed_at, expires_at,
 INSERT INTO lease.idempotency_keys (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
 SELECT key, fingerprint, status, token, result, owner, role, started_at, finished_at
   FROM lease_sqled.idempotency_keys;
+
+-- Pools as they are: each pool's size, each resource with its state and the
+-- session that claimed it, each claimer with what it holds (a resource of a
+-- bound session closed above is then an ended session's, which a claim takes
+-- over).
+INSERT INTO lease.pools (pool, resources)
+SELECT pool, resources
+  FROM lease_sqled.pools;
+
+INSERT INTO lease.pool_resources (name, pool, state, session)
+SELECT name, pool, state, session
+  FROM lease_sqled.pool_resources;
+
+INSERT INTO lease.pool_claimers (pool, session, claimed_at, held)
+SELECT pool, session, claimed_at, held
+  FROM lease_sqled.pool_claimers;
 
 -- Session ids are never reused.
 SELECT pg_catalog.setval('lease.session_id_seq', s.last_value, true)

@@ -33,7 +33,7 @@
 #   6. checks waits with concurrent clients (FIFO, wake at a release's
 #      commit, expiry, cancel, timeouts, nothing left behind), prune,
 #      set_fence_token, history and counters, read-only transactions and the
-#      fence under REPEATABLE READ;
+#      fence under REPEATABLE READ, and pools;
 #   7. runs the README's tour verbatim;
 #   8. moves the database to the extension with sql-edition/to-extension.sql,
 #      where the machine has the extension installed (skipped otherwise).
@@ -55,8 +55,8 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions pools_held"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover pool-claim-races prune-vs-claim"}
 # Specs that SET ROLE to roles their setup creates: lease_owner (CREATEROLE,
 # not a member of the roles it creates on PostgreSQL 15) cannot, so these run
 # as the cluster's superuser, who then installs the edition too.
@@ -217,16 +217,22 @@ for t in $REGRESS_FILES; do
     as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" >/dev/null 2>&1
 done
 # primitives (semaphores, shared leases, lease_acquire_all, values, their
-# session forms) cannot run whole: its sections 10 to 12 use what the edition
-# does not build (lease.waiters, pools), or what the edition builds only
-# alone (idempotency keys, beside a pool's claim). Its sections 1 to 9 and 13
-# run, unchanged, against the same sections of expected/primitives.out
-# (docs/sql-edition.md, "Tests").
-sections() { awk '/^-- 10\. Waiting/ { exit } { print }' "$1"; awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"; }
+# session forms, a pool's claim) cannot run whole: its sections 10 and 11 use
+# lease.waiters, which the edition does not build, and section 12, after its
+# pool statements, begins an idempotency key of a name held as a semaphore,
+# which the edition refuses (22023). Its sections 1 to 9, section 12's
+# statements from its pool_put to its last claim (a claim takes a name with
+# holders as busy), and section 13 run, unchanged, against the same sections
+# of expected/primitives.out (docs/sql-edition.md, "Tests").
+sections() {
+    awk '/^-- 10\. Waiting/ { exit } { print }' "$1"
+    awk '/^SELECT lease\.pool_put\(.jobs., .job:1.\);$/ { p = 1 } /^SELECT count\(\*\) AS values_before/ { exit } p' "$1"
+    awk '/^-- 13\. A holder is written/ { p = 1 } p' "$1"
+}
 sections sql/primitives.sql >"$WORK/regress/primitives-part.input"
 sections expected/primitives.out >"$WORK/regress/primitives-part.expected"
 run_regress primitives-part
-judge "regress primitives, sections 1 to 9 and 13 (semaphores, shared leases, lease_acquire_all, values, sessions): sql/primitives.sql gives expected/primitives.out" \
+judge "regress primitives, sections 1 to 9, 12's pool statements and 13 (semaphores, shared leases, lease_acquire_all, values, sessions, a pool's claim of a name with holders): sql/primitives.sql gives expected/primitives.out" \
     "$WORK/regress/primitives-part.diff" primitives-part
 as_owner -c "DROP SCHEMA IF EXISTS lease CASCADE" -c "DROP TABLE IF EXISTS export_rows" \
     -c "DROP FUNCTION IF EXISTS keep(text, bigint), t(text)" >/dev/null 2>&1
@@ -1040,6 +1046,218 @@ done
 report "$([ -z "$rr_new" ]; echo $?)" \
     "REPEATABLE READ: a heartbeat, release or revoke of a lease granted after the snapshot is 40001" "$rr_new"
 
+# Pools (docs/sql-edition.md, "What it builds"; the extension's
+# docs/reference.md, "Pools"). What sql/pools_held.sql and the pool specs
+# run here do not cover: privileges, bad input and role checks with the
+# extension's SQLSTATEs and messages, checkpoints, pool_remove of a held
+# resource, a bound claimer whose backend is gone, a claim passing over an
+# ended session's resource whose lease row is locked, read-only
+# transactions.
+for stmt in "UPDATE lease.pool_resources SET session = NULL" "INSERT INTO lease.pools VALUES ('x', 1)" \
+            "DELETE FROM lease.pool_claimers" "SELECT lease._pool_unassign_session(1)"; do
+    out=$(app -c "$stmt")
+    report "$(grep -q 'permission denied' <<<"$out"; echo $?)" "pools: lease_app is refused: $stmt" "$out"
+done
+sid=$(app -c "SELECT lease.session_open('pw', '1 hour')")
+closed=$(app -c "SELECT lease.session_open('pw-closed', '1 hour')")
+app -c "SELECT lease.session_close($closed)" -c "SELECT lease.pool_put('pb', 'pb:1')" >/dev/null
+# Each statement's SQLSTATE and message, as the extension gives them.
+pool_bad="SELECT lease.pool_put(NULL, 'n')|22004: pool must not be NULL
+SELECT lease.pool_put('p', NULL)|22004: lease name must not be NULL
+SELECT lease.pool_put('p', 'n', NULL)|22004: state must not be NULL
+SELECT lease.pool_put('', 'n')|22023: pool must not be empty
+SELECT lease.pool_put(repeat('x', 256), 'n')|22023: pool is too long
+SELECT lease.pool_put('p', '')|22023: lease name must not be empty
+SELECT lease.pool_put('other', 'pb:1')|22023: lease \"pb:1\" belongs to another pool
+SELECT lease.pool_remove(NULL, 'n')|22004: pool must not be NULL
+SELECT lease.pool_remove('p', NULL)|22004: lease name must not be NULL
+SELECT lease.claim(NULL, $sid)|22004: pool must not be NULL
+SELECT lease.claim('pb', NULL)|22004: session must not be NULL
+SELECT lease.claim('pb', $sid, -1)|22023: max must not be negative
+SELECT lease.claim('pb', $closed)|LF003: session $closed is closed or expired
+SELECT lease.claim('pb', 0)|LF003: session 0 is closed or expired
+SELECT lease.surplus(NULL, $sid)|22004: pool must not be NULL
+SELECT lease.surplus('pb', NULL)|22004: session must not be NULL
+SELECT lease.surplus('pb', $closed)|LF003: session $closed is closed or expired
+SELECT lease.checkpoint(NULL, 1, '{}')|22004: lease name must not be NULL
+SELECT lease.checkpoint('pb:1', NULL, '{}')|22004: fencing token must not be NULL
+SELECT lease.checkpoint('pb:1', 1, NULL)|22004: state must not be NULL
+SELECT count(*) FROM lease.claim('pb', $sid, 0)|ok"
+got=""
+want=""
+while IFS='|' read -r stmt outcome; do
+    want+="$stmt|$outcome~"
+    got+="$stmt|$(app -c "DO \$d\$ BEGIN EXECUTE \$s\$$stmt\$s\$; RAISE NOTICE 'ok'; EXCEPTION WHEN OTHERS THEN RAISE NOTICE '%: %', SQLSTATE, SQLERRM; END \$d\$" 2>&1 |
+                  sed -n 's/^NOTICE:  //p')~"
+done <<<"$pool_bad"
+report "$([ "$got" = "$want" ]; echo $?)" \
+    "pools: bad input gets the extension's SQLSTATE and message ($(wc -l <<<"$pool_bad") statements)" \
+    "$(diff <(tr '~' '\n' <<<"$want") <(tr '~' '\n' <<<"$got"))"
+
+# Another role cannot claim under lease_app's session, nor replace the
+# state of, checkpoint or retire a resource lease_app holds live (42501,
+# the extension's DETAIL); lease_app can.
+tok=$(app -c "SELECT token FROM lease.claim('pb', $sid)")
+out=""
+for stmt in "SELECT lease.claim('pb', $sid)" "SELECT lease.surplus('pb', $sid)" "SELECT lease.pool_put('pb', 'pb:1', '{}')" \
+            "SELECT lease.checkpoint('pb:1', $tok, '{}')" "SELECT lease.pool_remove('pb', 'pb:1')"; do
+    out+=$(psql -X -q -A -t -U lease_app2 -d contrib_regression -c "$stmt" 2>&1 | head -n 2 | tr '\n' ' ')"~"
+done
+detail="DETAIL:  It belongs to role \"lease_app\"; only its members and the extension's admins may renew, release, close or take it over while it is live. "
+deny_s="ERROR:  permission denied for session $sid $detail"
+deny_l="ERROR:  permission denied for lease \"pb:1\" $detail"
+report "$([ -n "$tok" ] && [ "$out" = "$deny_s~$deny_s~$deny_l~$deny_l~$deny_l~" ]; echo $?)" \
+    "pools: another role cannot claim or ask surplus under a session, nor put, checkpoint or remove a resource held live (42501)" "$out"
+
+# checkpoint stores the holder's state under its live token (and holds the
+# fence lock in share mode to the end of its transaction); a stale token is
+# false, changes nothing and keeps no lock; the next holder receives the
+# state from claim.
+out=$(app_script <<SQL
+BEGIN;
+SELECT lease.checkpoint('pb:1', $tok - 1, '{"seq": 0}');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT lease.checkpoint('pb:1', $tok, '{"seq": 7}');
+SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = 19526;
+COMMIT;
+SELECT state FROM lease.pool_resources WHERE name = 'pb:1';
+SELECT lease.session_close($sid);
+SELECT lease.checkpoint('pb:1', $tok, '{"seq": 8}');
+SELECT lease.session_open('pw2', '1 hour') AS s2 \gset
+SELECT name || ' ' || state FROM lease.claim('pb', :s2);
+SQL
+)
+report "$([[ "$out" =~ ^f\ 0\ t\ ShareLock\ \{\"seq\":\ 7\}\ 1\ f\ pb:1\ \{\"seq\":\ 7\}\ $ ]]; echo $?)" \
+    "pools: checkpoint stores state under the live token only (holding the fence lock); the next holder's claim receives it" "$out"
+
+# pool_remove of a held resource ends its grant as a revoke does: the token
+# advances, the holder's fenced writes and checkpoints fail; the pool has
+# one resource less; removing it again is false.
+out=$(app_script <<'SQL'
+SELECT lease.session_open('pr', '1 hour') AS s \gset
+SELECT count(lease.pool_put('prm', 'prm:' || g)) FROM generate_series(1, 2) AS g;
+SELECT token AS t FROM lease.claim('prm', :s, 1) \gset
+SELECT lease.pool_remove('prm', 'prm:1');
+SELECT lease.pool_remove('prm', 'prm:1');
+SELECT resources FROM lease.pools WHERE pool = 'prm';
+SELECT held FROM lease.pool_claimers WHERE pool = 'prm' AND session = :s;
+SELECT event || ' ' || (token > :t) FROM lease.history WHERE name = 'prm:1' ORDER BY xid DESC, ordinal DESC LIMIT 1;
+SELECT lease.checkpoint('prm:1', :t, '{}');
+SELECT lease.fenced_write('prm:1', :t);
+SQL
+)
+report "$([[ "$out" =~ ^2\ t\ f\ 1\ 0\ revoked\ true\ f\ ERROR:\ \ stale\ fencing\ token\ [0-9]+\ for\ lease\ \"prm:1\" ]]; echo $?)" \
+    "pools: pool_remove of a held resource revokes its grant (its token fenced off) and shrinks the pool" "$out"
+
+# read-only: claim, pool_put, pool_remove and checkpoint raise 25006 first;
+# surplus reads.
+ro_sid=$(app -c "SELECT lease.session_open('ro', '1 hour')")
+out=""
+for stmt in "SELECT lease.pool_put('ro', 'ro:1')" "SELECT lease.pool_remove('ro', 'ro:1')" "SELECT lease.claim('ro', $ro_sid)" \
+            "SELECT lease.checkpoint('ro:1', 1, '{}')" "SELECT count(*) FROM lease.surplus('ro', $ro_sid)"; do
+    out+=$(app -c "SET default_transaction_read_only = on" -c "$stmt" | head -n 1)"~"
+done
+report "$([ "$out" = "ERROR:  cannot execute lease.pool_put() in a read-only transaction~ERROR:  cannot execute lease.pool_remove() in a read-only transaction~ERROR:  cannot execute lease.claim() in a read-only transaction~ERROR:  cannot execute lease.checkpoint() in a read-only transaction~0~" ]; echo $?)" \
+    "pools: read-only, claim, pool_put, pool_remove and checkpoint raise 25006; surplus reads" "$out"
+
+# A claimer bound to its connection: while its backend runs it shares the
+# pool (another claimer gets none of its 4 resources, and its surplus is
+# 2); once a superuser terminates that backend, it is no claimer and its
+# resources are taken over by the next claim, all of them.
+app -c "SELECT count(lease.pool_put('pbd', 'pbd:' || g)) FROM generate_series(1, 4) AS g" >/dev/null
+app -f - >"$WORK/pool_bound" 2>&1 <<'SQL' &
+SELECT lease.session_open('pool-bound', '1 hour', true) AS s \gset
+SELECT count(*) FROM lease.claim('pbd', :s);
+SELECT pg_backend_pid();
+SELECT pg_sleep(60);
+SQL
+pool_bound_client=$!
+pool_bound_held() { [ "$(q -c "SELECT count(*) FROM lease.pool_resources WHERE pool = 'pbd' AND session IS NOT NULL")" = 4 ]; }
+wait_until 10 pool_bound_held
+pool_bound_pid=$(sed -n 2p "$WORK/pool_bound")
+bsid=$(app -c "SELECT lease.session_open('pool-other', '1 hour')")
+out=$(app -c "SELECT count(*) FROM lease.claim('pbd', $bsid)" \
+          -c "SELECT count(*) FROM lease.surplus('pbd', (SELECT id FROM lease.sessions WHERE owner = 'pool-bound'))" | tr '\n' ' ')
+psql -X -q -A -t -c "SELECT pg_terminate_backend($pool_bound_pid)" >/dev/null
+wait "$pool_bound_client" 2>/dev/null
+out+=$(app -c "SELECT count(*) FROM lease.claim('pbd', $bsid)" \
+           -c "SELECT string_agg(s.owner || ':' || c.held, ' ' ORDER BY s.owner) FROM lease.pool_claimers AS c
+                 JOIN lease.sessions AS s ON s.id = c.session WHERE c.pool = 'pbd'" | tr '\n' ' ')
+report "$([ "$out" = "0 2 4 pool-bound:0 pool-other:4 " ]; echo $?)" \
+    "pools: a bound claimer shares the pool while its backend runs; once it is gone, its resources are taken over" "$out"
+
+# A claim passes over an ended session's resource whose lease row another
+# transaction has locked (a session_close freeing it, in
+# specs/pool-close-vs-takeover, which needs session_semaphore_acquire, not
+# built): it never waits for it (lock_timeout 2 s would end a wait), grants
+# the other one, and takes the locked one at its next claim.
+app_script >/dev/null <<'SQL'
+SELECT count(lease.pool_put('pc', 'pc:' || g)) FROM generate_series(1, 2) AS g;
+SELECT lease.session_open('pool-c', '500 milliseconds') AS c \gset
+SELECT count(*) FROM lease.claim('pc', :c);
+SQL
+q -c "BEGIN" -c "SELECT name FROM lease.leases WHERE name = 'pc:1' FOR UPDATE" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+locker=$!
+sleep 1
+asid=$(app -c "SELECT lease.session_open('pool-a', '1 hour')")
+out=$(app -c "SET lock_timeout = '2s'" -c "SELECT string_agg(name, ',') FROM lease.claim('pc', $asid)" | tr '\n' ' ')
+wait "$locker"
+out+=$(app -c "SELECT string_agg(name, ',') FROM lease.claim('pc', $asid)" \
+           -c "SELECT string_agg(name || ':' || (session = $asid), ',' ORDER BY name) FROM lease.pool_resources WHERE pool = 'pc'" | tr '\n' ' ')
+report "$([ "$out" = "pc:2 pc:1 pc:1:true,pc:2:true " ]; echo $?)" \
+    "pools: a claim passes over an ended session's resource whose lease row is locked, without waiting, and takes it next time" "$out"
+
+# Pools with concurrent clients (pgbench, 4 of them for 6 s, as lease_app):
+# each keeps a session (1 s ttl) alive, claims in a pool of 12, releases one
+# name of its surplus (two in one transaction, with a concurrent pool_remove
+# of the second, can deadlock, in the extension too, seen there by hand:
+# each waits for the other's lock of the session's claimer row and of the
+# name's fence lock)
+# and checkpoints its grants, and at random closes its session,
+# leaves it to expire (a crash: its resources are then taken over), or puts
+# or removes a resource. After:
+# every claimer's held equals the count of the pool's resources whose
+# session it is, the pool's size its count of resources, every resource
+# claimed by a live session is that session's lease, and no client failed
+# (no deadlock, no error).
+app -c "SELECT count(lease.pool_put('race', 'race:' || g)) FROM generate_series(1, 12) AS g" >/dev/null
+cat >"$WORK/pool_race.sql" <<'SQL'
+SELECT COALESCE((SELECT max(id) FROM lease.sessions
+                  WHERE owner = 'racer-' || :client_id || '-' || :gen AND closed_at IS NULL
+                    AND expires_at > clock_timestamp() + '500 milliseconds'),
+                lease.session_open('racer-' || :client_id || '-' || :gen, '1 second')) AS s \gset
+SELECT lease.session_keepalive(:s) AS kept \gset
+SELECT count(*) AS n FROM lease.claim('race', :s) \gset
+SELECT count(lease.lease_release(x.name, l.token)) AS released
+  FROM (SELECT * FROM lease.surplus('race', :s) LIMIT 1) AS x (name) JOIN lease.leases AS l ON l.name = x.name \gset
+SELECT count(lease.checkpoint(l.name, l.token, pg_catalog.jsonb_build_object('by', :s))) AS stored
+  FROM lease.leases AS l WHERE l.session = :s \gset
+\set r random(1, 12)
+\if :r = 1
+SELECT lease.session_close(:s);
+\elif :r = 2
+\set gen :gen + 1
+\elif :r = 3
+SELECT lease.pool_put('race', 'race:' || (random() * 14 + 1)::int);
+\elif :r = 4
+SELECT lease.pool_remove('race', 'race:' || (random() * 14 + 1)::int);
+\endif
+SQL
+chmod 644 "$WORK/pool_race.sql"
+out=$("$PGBIN/pgbench" -n -U lease_app -d contrib_regression -c 4 -j 2 -T 6 -D gen=0 -f "$WORK/pool_race.sql" 2>&1)
+cycles=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+race_failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+check=$(q -c "SELECT count(*) FROM lease.pool_claimers AS c
+               WHERE c.held <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = c.pool AND r.session = c.session)" \
+          -c "SELECT count(*) FROM lease.pools AS p WHERE p.resources <> (SELECT count(*) FROM lease.pool_resources AS r WHERE r.pool = p.pool)" \
+          -c "SELECT count(*) FROM lease.pool_resources AS r JOIN lease.sessions AS s ON s.id = r.session
+               LEFT JOIN lease.leases AS l ON l.name = r.name
+               WHERE s.closed_at IS NULL AND s.expires_at > clock_timestamp() AND (l.session IS DISTINCT FROM r.session OR l.owner IS NULL)" \
+          -c "SELECT count(*) FROM lease.history WHERE name LIKE 'race:%' AND event = 'expired'" | tr '\n' ' ')
+report "$([ "${cycles:-0}" -gt 20 ] && [ "${race_failed:-0}" = 0 ] && ! grep -q -i 'error\|deadlock\|abort' <<<"$out" && [[ "$check" =~ ^0\ 0\ 0\ [0-9]+\ $ ]]; echo $?)" \
+    "pools: 4 concurrent clients claiming, releasing surplus, checkpointing, closing, expiring, putting and removing: held counts and pool sizes stay exact, no client fails (cycles, failed; wrong held, wrong sizes, claimed but not held, takeovers)" \
+    "$cycles, $race_failed; $check; $(grep -i -m 3 'error\|deadlock\|abort' <<<"$out")"
+
 # 7. The README's tour, verbatim: its first sql block, with the edition
 # installed for CREATE EXTENSION and the stall its comment describes made
 # real (pg_sleep(3)); the results its comments give (the values the
@@ -1078,6 +1296,12 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     # Published values (lease.lease_values, a holder's value) move too.
     app -c "SELECT lease.lease_set_value('mv', 1, '{\"leader\": \"a\"}')" \
         -c "SELECT lease.lease_set_value('mv-sem', $semtok, '\"permit\"')" >/dev/null
+    # A pool of 3 with one resource claimed under a session of lease_app, its
+    # state checkpointed, moves too.
+    mv_pool_session=$(app -c "SELECT lease.session_open('mvp', '1 hour')")
+    app -c "SELECT count(lease.pool_put('mvp', 'mvp:' || g, '{\"g\": 0}')) FROM generate_series(1, 3) AS g" >/dev/null
+    mv_pool_token=$(app -c "SELECT token FROM lease.claim('mvp', $mv_pool_session, 1)")
+    app -c "SELECT lease.checkpoint('mvp:1', $mv_pool_token, '{\"g\": 1}')" >/dev/null
     before=$(q -c "SELECT max(last_value) FROM lease.fencing_token_seq")
     out=$(psql -X -q -v ON_ERROR_STOP=1 -d contrib_regression -f sql-edition/to-extension.sql 2>&1)
     report $? "to-extension.sql moves the edition's database to the extension" "$out"
@@ -1113,6 +1337,16 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
               -c "SELECT status || ' ' || result FROM lease.idempotency_begin('mv:key', 'fp', 'api-2')" | tr '\n' ' ')
     report "$([ "$out" = "mvs $mv_token $mv_session held t  t 1 completed {\"moved\": true} " ]; echo $?)" \
         "after the move, a session and its lease are the extension's: keepalive, fence and close work; session ids go on; a completed idempotency key replays" "$out"
+    out=$(app -c "SELECT resources FROM lease.pools WHERE pool = 'mvp'" \
+              -c "SELECT string_agg(name || ':' || state::text || ':' || coalesce((session = $mv_pool_session)::text, 'free'), ' ' ORDER BY name)
+                    FROM lease.pool_resources WHERE pool = 'mvp'" \
+              -c "SELECT held FROM lease.pool_claimers WHERE pool = 'mvp' AND session = $mv_pool_session" \
+              -c "SELECT lease.checkpoint('mvp:1', $mv_pool_token, '{\"g\": 2}')" \
+              -c "SELECT string_agg(name, ',' ORDER BY name) FROM lease.claim('mvp', $mv_pool_session)" \
+              -c "SELECT lease.session_close($mv_pool_session)" \
+              -c "SELECT count(*) FROM lease.pool_resources WHERE pool = 'mvp' AND session IS NOT NULL" | tr '\n' ' ')
+    report "$([ "$out" = "3 mvp:1:{\"g\": 1}:true mvp:2:{\"g\": 0}:free mvp:3:{\"g\": 0}:free 1 t mvp:2,mvp:3 3 0 " ]; echo $?)" \
+        "after the move, a pool is the extension's: its resources, their states and claims, the claimer's held count; checkpoint, claim and close work" "$out"
     psql -X -q -d contrib_regression -c "DROP TABLE moved" -c "DROP EXTENSION lease" >/dev/null 2>&1
 else
     echo "ok $((n + 1)) # skip moving to the extension: lease 1.4 is not installed on this machine"
