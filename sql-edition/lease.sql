@@ -67,10 +67,10 @@ COMMENT ON TABLE lease.history IS
 -- One row per holder of a semaphore permit or a shared lease, as the
 -- extension's (docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values"); the name's row in lease.leases then carries the name's
--- latest token, no owner, and expires_at 'infinity' (marked). session and
--- value stay NULL: the session forms of semaphore_acquire,
--- lease_acquire_shared and lease_acquire_all, and lease_set_value, are not
--- built.
+-- latest token, no owner, and expires_at 'infinity' (marked). A holder under
+-- a session (session_semaphore_acquire, session_acquire_shared) has session
+-- set and expires_at 'infinity': it lives by its session. value is what the
+-- holder published (lease_set_value).
 CREATE TABLE lease.holders (
     token       bigint      NOT NULL PRIMARY KEY,
     name        text        NOT NULL,
@@ -441,7 +441,7 @@ VALUES (lease._system_identifier(), lease._wal_timeline(), 'lease'::pg_catalog.r
 -- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
 -- with the extension's payload.
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole,
-                               session bigint DEFAULT NULL)
+                               session bigint DEFAULT NULL, value jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -450,6 +450,7 @@ DECLARE
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
+    payload text;
 BEGIN
     ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     -- This session granted, released, revoked or ended something: the fence
@@ -458,11 +459,20 @@ BEGIN
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
     VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     IF lease._watched() THEN
-        PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
+        payload := pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s',
             pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
             COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
-            CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
+            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
+                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
+        -- A value_set whose value does not fit in a notification (8000 bytes)
+        -- beside the other fields: "value": null, "value_omitted": true, as
+        -- the extension's (lease.leader has the value).
+        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
+            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
+                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
+        END IF;
+        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
     END IF;
 END $$;
 
@@ -628,7 +638,7 @@ BEGIN
     ELSIF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.mode, x.permits FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) _require_same_kind.name
-                    AND x.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+                    AND lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
                   ORDER BY x.token LOOP
             PERFORM lease._check_kind(name, h.mode, h.permits, mode, permits);
         END LOOP;
@@ -644,9 +654,10 @@ END $$;
 -- write, writes the grant and returns its token (without write, checks only
 -- and returns NULL). docs/reference.md, "Semaphores, shared leases, all-or-none
 -- grants and values", says what may be granted beside what. Under a session
--- (session_acquire; exclusive only), the grant lives by the session:
--- expires_at 'infinity' and session set; LF003 when the session is no longer
--- live. An exclusive lease under a session is live while its session is.
+-- (session_acquire and the session forms of the other modes), the grant
+-- lives by the session: expires_at 'infinity' and session set, on the lease
+-- row or the holder row; LF003 when the session is no longer live. A lease or
+-- holder under a session is live while its session is.
 CREATE FUNCTION lease._grant(name text, owner text, ttl interval, caller regrole, mode text, permits integer,
                              write boolean, session bigint DEFAULT NULL)
 RETURNS bigint
@@ -700,10 +711,10 @@ BEGIN
     -- count as live.
     IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) _grant.name ORDER BY x.token LOOP
-            IF h.expires_at OPERATOR(pg_catalog.>) now THEN
+            IF lease._live(h.expires_at, h.session, now) THEN
                 ignored := lease._check_kind(name, h.mode, h.permits, mode, permits);
                 IF NOT exclusive AND replaced IS NULL AND h.owner OPERATOR(pg_catalog.=) _grant.owner
-                   AND h.session IS NULL THEN
+                   AND h.session IS NOT DISTINCT FROM _grant.session THEN
                     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
                        AND NOT lease._is_admin(caller) THEN
                         RAISE EXCEPTION USING ERRCODE = '42501',
@@ -740,7 +751,7 @@ BEGIN
     -- lease's grant, the common case, ends none.)
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
-            ignored := lease._history('expired', name, h.token, h.owner, h.role);
+            ignored := lease._history('expired', name, h.token, h.owner, h.role, h.session);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -780,9 +791,9 @@ BEGIN
         END IF;
         INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session)
         VALUES (tok, name, mode, CASE WHEN mode OPERATOR(pg_catalog.=) 'semaphore' THEN permits END, owner, ttl,
-                now, now, now OPERATOR(pg_catalog.+) ttl, caller, NULL);
+                now, now, CASE WHEN session IS NULL THEN now OPERATOR(pg_catalog.+) ttl ELSE 'infinity' END, caller, session);
     END IF;
-    ignored := lease._history('acquired', name, tok, owner, caller, CASE WHEN exclusive THEN session END);
+    ignored := lease._history('acquired', name, tok, owner, caller, session);
     ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
     RETURN tok;
 END $$;
@@ -790,8 +801,8 @@ END $$;
 -- One attempt at a grant, never waiting: the token, or NULL when the lease is
 -- busy. The fence lock, the row lock and holder locks are kept only on
 -- success: a busy answer rolls back the subtransaction that took them
--- (docs/sql-edition.md, "Locks"). Under a session (exclusive only), LF003
--- when the session is no longer live.
+-- (docs/sql-edition.md, "Locks"). Under a session, LF003 when the session is
+-- no longer live.
 CREATE FUNCTION lease._try_grant(name text, owner text, ttl interval, caller regrole,
                                  mode text DEFAULT 'exclusive', permits integer DEFAULT NULL,
                                  session bigint DEFAULT NULL)
@@ -811,7 +822,8 @@ END $$;
 -- written only when every one can be granted; when one is busy, the
 -- subtransaction rolls back and lets go of every lock taken. The tokens, in
 -- the order of names, or NULL.
-CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole)
+CREATE FUNCTION lease._try_grant_all(names text[], owner text, ttl interval, caller regrole,
+                                     session bigint DEFAULT NULL)
 RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -822,10 +834,10 @@ DECLARE
 BEGIN
     BEGIN
         FOREACH n IN ARRAY names LOOP
-            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false);
+            PERFORM lease._grant(n, owner, ttl, caller, 'exclusive', NULL, false, session);
         END LOOP;
         FOREACH n IN ARRAY names LOOP
-            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true);
+            toks := toks OPERATOR(pg_catalog.||) lease._grant(n, owner, ttl, caller, 'exclusive', NULL, true, session);
         END LOOP;
         RETURN toks;
     EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -861,10 +873,10 @@ BEGIN
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
        AND mode OPERATOR(pg_catalog.<>) 'shared' THEN
-        SELECT pg_catalog.count(*), pg_catalog.min(h.expires_at) INTO n, earliest
+        SELECT pg_catalog.count(*), pg_catalog.min(lease._grant_expiry(h.expires_at, h.session)) INTO n, earliest
           FROM lease.holders AS h
          WHERE h.name OPERATOR(pg_catalog.=) _blocked_until.name
-           AND h.expires_at OPERATOR(pg_catalog.>) now
+           AND lease._live(h.expires_at, h.session, now)
            AND NOT (_blocked_until.mode OPERATOR(pg_catalog.=) 'semaphore'
                     AND h.owner OPERATOR(pg_catalog.=) _blocked_until.owner
                     AND h.session IS NULL);
@@ -1201,7 +1213,7 @@ BEGIN
                 WHILE toks IS NULL AND in_line OPERATOR(pg_catalog.=) pg_catalog.cardinality(keys) LOOP
                     BEGIN
                         IF mode OPERATOR(pg_catalog.=) 'all' THEN
-                            toks := lease._try_grant_all(names, owner, ttl, caller);
+                            toks := lease._try_grant_all(names, owner, ttl, caller, session);
                         ELSE
                             toks := ARRAY[lease._try_grant(names[1], owner, ttl, caller, mode, permits, session)];
                             IF toks[1] IS NULL THEN
@@ -1218,14 +1230,25 @@ BEGIN
                         END LOOP;
                         bound_key := NULL;
                         IF next_expiry IS NOT NULL THEN
-                            -- In the way: a live lease of n (not a holder) under a
-                            -- bound session, whose lock its backend holds.
+                            -- In the way: a live lease or holder of n under a
+                            -- bound session, whose lock its backend holds (its
+                            -- exit wakes this backend; the earliest expiry in
+                            -- the way bounds the wait).
                             SELECT lease._session_key(s.id) INTO bound_key
                               FROM lease.leases AS l
                               JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) l.session
                              WHERE l.name OPERATOR(pg_catalog.=) n
                                AND l.owner IS NOT NULL
                                AND s.bound_pid IS NOT NULL;
+                            IF bound_key IS NULL THEN
+                                SELECT lease._session_key(s.id) INTO bound_key
+                                  FROM lease.holders AS h
+                                  JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) h.session
+                                 WHERE h.name OPERATOR(pg_catalog.=) n
+                                   AND s.bound_pid IS NOT NULL AND s.closed_at IS NULL
+                                 ORDER BY h.token
+                                 LIMIT 1;
+                            END IF;
                         END IF;
                         IF bound_key IS NOT NULL THEN
                             -- Held under a bound session: wait for its lock, which
@@ -1352,10 +1375,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1385,7 +1417,8 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255 AND permits OPERATOR(pg_catalog.>=) 1 AND permits OPERATOR(pg_catalog.<=) 10000
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.semaphore_acquire()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
@@ -1395,6 +1428,14 @@ BEGIN
         IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
             RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
                 DETAIL = pg_catalog.format('permits was %s.', permits);
+        END IF;
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
         END IF;
     END IF;
     normal := lease._ttl(ttl);
@@ -1425,10 +1466,19 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire_shared()');
         ignored := lease._check_name(name);
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any: lease._prefix_rules_exist() is a constant folded
+        -- into the expression above, so with none a grant pays nothing.
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_wait(wait);
+            ignored := lease._check_prefix_rules(name, lease._caller());
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
@@ -1488,6 +1538,11 @@ BEGIN
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     PERFORM lease._check_wait(wait);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, lease._caller());
+        END LOOP;
+    END IF;
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         -- Queued waiters of any of the names come first.
         FOREACH n IN ARRAY sorted LOOP
@@ -1549,12 +1604,15 @@ BEGIN
     ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
     SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) _holder_change.token;
     now := pg_catalog.clock_timestamp();
-    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR h.expires_at OPERATOR(pg_catalog.<=) now THEN
+    IF NOT FOUND OR h.name OPERATOR(pg_catalog.<>) _holder_change.name OR NOT lease._live(h.expires_at, h.session, now) THEN
         RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
     END IF;
     IF NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, h.role::pg_catalog.oid, 'USAGE')
        AND NOT lease._is_admin(caller) THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
+    END IF;
+    IF NOT release AND h.session IS NOT NULL THEN
+        RETURN;             -- a session's holder lives by its session: live, unchanged
     END IF;
     IF release THEN
         DELETE FROM lease.holders AS x
@@ -1562,7 +1620,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        ignored := lease._history('released', name, token, h.owner, h.role);
+        ignored := lease._history('released', name, token, h.owner, h.role, h.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._wake_line(name);
     ELSE
@@ -1705,6 +1763,9 @@ BEGIN
         ignored := lease._history('released', name, token, r.owner, r.role, r.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._wake_line(name);
+        IF r.session IS NOT NULL THEN
+            ignored := lease._pool_unassign_name(name);     -- a pool resource's grant ended
+        END IF;
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
         RETURN false;
@@ -1743,12 +1804,12 @@ BEGIN
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
         -- (its holder lock), then end it; one that had expired is reported.
-        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at FROM lease.holders AS x
+        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at, x.session FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
             PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
             DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
-            IF FOUND AND h.expires_at OPERATOR(pg_catalog.<=) now THEN
-                PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+            IF FOUND AND NOT lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._history('expired', name, h.token, h.owner, h.role, h.session);
             END IF;
         END LOOP;
     END IF;
@@ -1758,6 +1819,9 @@ BEGIN
      WHERE l.name OPERATOR(pg_catalog.=) lease_revoke.name;
     PERFORM lease._history('revoked', name, tok, CASE WHEN live THEN r.owner END,
                            lease._caller(), CASE WHEN live AND r.owner IS NOT NULL THEN r.session END);
+    IF r.session IS NOT NULL THEN
+        PERFORM lease._pool_unassign_name(name);            -- a pool resource's grant ended
+    END IF;
     PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
     PERFORM lease._wake_line(name);
     RETURN tok;
@@ -1834,6 +1898,7 @@ DECLARE
     holder_path boolean := false;
     h_name text;
     h_expires timestamptz;
+    h_session bigint;
     h_xmax xid;
     msg text;
     detail text;
@@ -1894,22 +1959,27 @@ BEGIN
         -- takeover or revoke of this holder waits for it (or, in flight,
         -- makes this wait), and the holder is read after it.
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
-        SELECT h.name, h.expires_at, h.xmax INTO h_name, h_expires, h_xmax
+        SELECT h.name, h.expires_at, h.session, h.xmax INTO h_name, h_expires, h_session, h_xmax
           FROM lease.holders AS h WHERE h.token OPERATOR(pg_catalog.=) fenced_write.token;
         found_row := FOUND;
         IF found_row AND pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
            AND lease._superseded(h_xmax) THEN
             PERFORM lease._serialization_failure();
         END IF;
-        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
+        IF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NULL
+           AND h_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN
             PERFORM lease._remember_pass(name, token, h_expires);
             RETURN;
+        ELSIF found_row AND h_name OPERATOR(pg_catalog.=) name AND h_session IS NOT NULL
+              AND lease._live(h_expires, h_session, pg_catalog.clock_timestamp()) THEN
+            RETURN;         -- a session's holder is not remembered: it lives by its session
         ELSIF NOT found_row THEN
             msg := pg_catalog.format('fencing token %s for "%s" is no longer live: its holder was released, revoked or taken over',
                                      token, name);
             detail := pg_catalog.format('The writer holding token %s must stop.', token);
         ELSE
-            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: it expired', token, name);
+            msg := pg_catalog.format('fencing token %s for "%s" is no longer live: %s', token, name,
+                                     CASE WHEN h_session IS NULL THEN 'it expired' ELSE 'its session ended' END);
             hint := 'Heartbeat more often than the ttl, or acquire again.';
         END IF;
     ELSE
@@ -2252,6 +2322,9 @@ BEGIN
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
              WHERE l.name OPERATOR(pg_catalog.=) candidate;
+            IF r.session IS NOT NULL THEN
+                PERFORM lease._pool_unassign_name(candidate);   -- a pool resource's grant ended
+            END IF;
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
             NULL;
@@ -2263,6 +2336,7 @@ BEGIN
     FOR h IN
         SELECT x.token, x.name FROM lease.holders AS x
          WHERE x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+            OR (x.session IS NOT NULL AND NOT lease._session_live(x.session, pg_catalog.clock_timestamp()))
          ORDER BY x.expires_at
          LIMIT 1000
     LOOP
@@ -2273,12 +2347,12 @@ BEGIN
             END IF;
             DELETE FROM lease.holders AS x
              WHERE x.token OPERATOR(pg_catalog.=) h.token
-               AND x.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+               AND NOT lease._live(x.expires_at, x.session, pg_catalog.clock_timestamp())
             RETURNING x.* INTO gone;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
-            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role, gone.session);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -2362,6 +2436,9 @@ BEGIN
             NULL;
         END;
     END LOOP;
+    -- The published values of names whose rows are gone.
+    DELETE FROM lease.lease_values AS v
+     WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name);
     RETURN n;
 END $$;
 
@@ -2371,7 +2448,7 @@ COMMENT ON FUNCTION lease.prune(interval) IS
 -- lease.status, as the extension's: each holder of a semaphore or shared
 -- lease is a row of its own (mode semaphore or shared) instead of the name's
 -- marked row, which shows only when the name has no holders left (free, no
--- expiry). Sessions are not built: session is always NULL.
+-- expiry). Replaced below, once sessions are defined.
 CREATE VIEW lease.status AS
 SELECT g.name,
        g.owner,
@@ -2668,7 +2745,10 @@ BEGIN
         PERFORM lease._wake_line(freed.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
+    -- Its permits and shared grants (lease._end_session_holders).
+    n := n OPERATOR(pg_catalog.+) lease._end_session_holders(session, was_live, r.owner, r.role);
     PERFORM lease._history('session_closed', NULL, NULL, r.owner, r.role, session);
+    PERFORM lease._pool_unassign_session(session);          -- its resources in pools are free
     RETURN CASE WHEN was_live THEN n ELSE 0 END;
 END $$;
 
@@ -2699,6 +2779,9 @@ BEGIN
     END IF;
     SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session_acquire.session;
     PERFORM lease._require_acting_for_session(r.role, session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     -- Each attempt checks the session again (LF003 when it ended meanwhile).
     IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
         RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'exclusive', NULL, session);
@@ -2840,13 +2923,20 @@ BEGIN
     -- skip them (a call costs more than the expression), others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
         AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255 AND fingerprint IS NOT NULL
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255) IS NOT TRUE THEN
+        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.idempotency_begin()');
         ignored := lease._check_name(key, 'idempotency key');
         IF fingerprint IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fingerprint must not be NULL';
         END IF;
         ignored := lease._check_name(owner, 'owner');
+        -- Prefix rules, after every argument check, as the extension's; only
+        -- when there are any (folded into the expression above).
+        IF lease._prefix_rules_exist() THEN
+            ignored := lease._ttl(ttl);
+            ignored := lease._check_prefix_rules(key, caller);
+        END IF;
     END IF;
     normal := lease._ttl(ttl);
     name_key := lease._name_key(key);
@@ -3035,6 +3125,1061 @@ END $$;
 COMMENT ON FUNCTION lease.prune_idempotency() IS
     'Admin: deletes finished idempotency keys older than lease.idempotency_retention; returns how many.';
 
+-- Published values and leaders (docs/reference.md, "Semaphores, shared
+-- leases, all-or-none grants and values"). ---------------------------------
+-- A value published by an exclusive grant is a row of lease.lease_values,
+-- the extension's table, valid while its token is the name's live grant (a
+-- new grant starts with none, without anything to delete); a holder's value
+-- is its lease.holders row's value column.
+
+CREATE TABLE lease.lease_values (
+    name  text   NOT NULL PRIMARY KEY,
+    token bigint NOT NULL,
+    value jsonb  NOT NULL
+);
+
+COMMENT ON TABLE lease.lease_values IS
+    'The value an exclusive grant published with lease_set_value, valid while token is the live grant of name.';
+
+-- A grant of another role: 42501 with the extension's message and DETAIL,
+-- unless the caller is a member of that role or an admin.
+-- Pools (docs/concepts.md, "Pools"; docs/reference.md, "Pools"). -------------
+-- Resources owned one per session, balanced across the sessions claiming in
+-- the pool. The tables are the extension's, so that
+-- sql-edition/to-extension.sql can move them. lease.pool_claimers.held is
+-- kept by every statement that changes a resource's session (a claim's in
+-- one update at its end), so that claim and surplus read it instead of
+-- counting (sql/pools_held.sql). A claim holds the session's claimer lock in
+-- the pool (19536 "LP", a 32-bit hash of the pool and the session) until
+-- its transaction ends, so claims of one session in one pool run one after
+-- the other; it never waits for another claimer: rows being claimed are
+-- skipped (SKIP LOCKED), and so are resources whose fence lock is busy.
+
+CREATE TABLE lease.pools (
+    pool      text   NOT NULL PRIMARY KEY,
+    resources bigint NOT NULL
+);
+
+COMMENT ON TABLE lease.pools IS 'The number of resources in each pool (kept by pool_put and pool_remove).';
+
+CREATE TABLE lease.pool_resources (
+    name    text   NOT NULL PRIMARY KEY,
+    pool    text   NOT NULL,
+    state   jsonb  NOT NULL,
+    session bigint
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
+
+COMMENT ON TABLE lease.pool_resources IS
+    'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
+
+-- A claim's scan of the free resources, in name order; a session's resources
+-- in a pool, in name order (surplus), and in all its pools (session_close,
+-- by the pools of pool_claimers_session).
+CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
+
+CREATE TABLE lease.pool_claimers (
+    pool       text        NOT NULL,
+    session    bigint      NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    held       bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (pool, session)
+);
+
+COMMENT ON TABLE lease.pool_claimers IS
+    'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
+
+CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
+
+-- The claimer lock's second key: a 32-bit hash of the pool and the session
+-- (two pools whose hashes collide for a session only share its claims' lock).
+CREATE FUNCTION lease._claimer_key(pool text, session bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.hashint8(pg_catalog.hashtextextended(pool COLLATE pg_catalog."C", session)) $$;
+
+-- A live grant of another role: 42501, with the extension's message and
+-- DETAIL, unless the caller is a member of that role or an admin.
+CREATE FUNCTION lease._require_acting_for_lease(role regrole, name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, role::pg_catalog.oid, 'USAGE')
+       AND NOT lease._is_admin(caller) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name),
+            DETAIL = pg_catalog.format('It belongs to role "%s"; only its members and the extension''s admins may renew, release, close or take it over while it is live.',
+                                       COALESCE((SELECT r.rolname FROM pg_catalog.pg_roles AS r
+                                                  WHERE r.oid OPERATOR(pg_catalog.=) role::pg_catalog.oid)::text, '(dropped)'));
+    END IF;
+END $$;
+
+-- When a live grant (its row's expires_at and session) ends: its own expiry,
+-- or its session's.
+CREATE FUNCTION lease._grant_expiry(expires_at timestamptz, session bigint)
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN session IS NULL THEN expires_at
+                ELSE (SELECT s.expires_at FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) session) END
+$$;
+
+CREATE FUNCTION lease.lease_set_value(name text, token bigint, value jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    bytes integer;
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    found_row boolean;
+    now timestamptz;
+BEGIN
+    PERFORM lease._require_writable('lease.lease_set_value()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_token(token);
+    IF value IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'value must not be NULL';
+    END IF;
+    -- The limit of a notification's payload, which carries it.
+    bytes := pg_catalog.octet_length(value::text);
+    IF bytes OPERATOR(pg_catalog.>) 8000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'value must be at most 8000 bytes as text',
+            DETAIL = pg_catalog.format('It is %s bytes.', bytes);
+    END IF;
+    BEGIN
+        -- The fence lock in share mode, as a heartbeat: no grant or revoke of
+        -- the name commits while the value is set, so it is set on a live
+        -- grant; kept only on success.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name;
+        found_row := FOUND;
+        -- Under REPEATABLE READ, a lease row changed since the snapshot: 40001
+        -- (docs/sql-edition.md, "Isolation").
+        PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+            (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_set_value.name));
+        now := pg_catalog.clock_timestamp();
+        IF found_row AND r.owner IS NOT NULL AND r.token OPERATOR(pg_catalog.=) lease_set_value.token
+           AND lease._live(r.expires_at, r.session, now) THEN
+            PERFORM lease._require_acting_for_lease(r.role, name, caller);
+            INSERT INTO lease.lease_values AS v (name, token, value)
+            VALUES (lease_set_value.name, lease_set_value.token, lease_set_value.value)
+            ON CONFLICT ON CONSTRAINT lease_values_pkey DO UPDATE SET token = EXCLUDED.token, value = EXCLUDED.value;
+            PERFORM lease._history('value_set', name, token, r.owner, r.role, r.session, value);
+            RETURN true;
+        END IF;
+        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+            -- A marked name: the token may be a permit's or a shared grant's,
+            -- read under its holder lock (in share mode, as its fenced writes).
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(19528, lease._token_key(token));
+            SELECT x.* INTO h FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+            IF FOUND AND h.name OPERATOR(pg_catalog.=) lease_set_value.name AND lease._live(h.expires_at, h.session, now) THEN
+                PERFORM lease._require_acting_for_lease(h.role, name, caller);
+                UPDATE lease.holders AS x SET value = lease_set_value.value
+                 WHERE x.token OPERATOR(pg_catalog.=) lease_set_value.token;
+                PERFORM lease._history('value_set', name, token, h.owner, h.role, h.session, value);
+                RETURN true;
+            END IF;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+END $$;
+
+COMMENT ON FUNCTION lease.lease_set_value(text, bigint, jsonb) IS
+    'Publishes value (at most 8000 bytes as text) for the live grant with this token, and sends a value_set event; false, changing nothing, for a stale, expired or foreign token.';
+
+-- Reads only; SECURITY DEFINER because a session's liveness is judged by
+-- helpers (its bound backend's lock) that PUBLIC may not execute.
+CREATE FUNCTION lease.leader(name text)
+RETURNS TABLE(owner text, token bigint, value jsonb, expires_at timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    h lease.holders%ROWTYPE;
+    now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM lease._check_name(name);
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) leader.name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF r.owner IS NOT NULL THEN
+        IF lease._live(r.expires_at, r.session, now) THEN
+            owner := r.owner;
+            token := r.token;
+            value := (SELECT v.value FROM lease.lease_values AS v
+                       WHERE v.name OPERATOR(pg_catalog.=) leader.name AND v.token OPERATOR(pg_catalog.=) r.token);
+            expires_at := lease._grant_expiry(r.expires_at, r.session);
+            RETURN NEXT;
+        END IF;
+        RETURN;
+    END IF;
+    IF r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+        FOR h IN SELECT x.* FROM lease.holders AS x WHERE x.name OPERATOR(pg_catalog.=) leader.name ORDER BY x.token LOOP
+            IF lease._live(h.expires_at, h.session, now) THEN
+                owner := h.owner;
+                token := h.token;
+                value := h.value;
+                expires_at := lease._grant_expiry(h.expires_at, h.session);
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.leader(text) IS
+    'Who holds the name now and what each holder published: one row per live holder (one for an exclusive lease), none when nobody holds it.';
+
+-- The session forms of semaphores, shared grants and lease_acquire_all
+-- (docs/reference.md, "Semaphores, shared leases, all-or-none grants and
+-- values"; docs/sql-edition.md, "Sessions"). A permit or shared grant under
+-- a session is a lease.holders row with session set and expires_at
+-- 'infinity': it lives by its session, as the extension's. ---------------
+
+-- session_close's part for holders: ends the session's permits and shared
+-- grants, each under its name's fence lock (share mode, as everything that
+-- changes a name) and its holder lock (exclusively: after its fenced writes
+-- already past the check), reporting them as expired unless the session was
+-- live, and wakes their lines. How many it ended.
+CREATE FUNCTION lease._end_session_holders(session bigint, was_live boolean, owner text, role regrole)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h record;
+    n integer := 0;
+BEGIN
+    FOR h IN SELECT x.token, x.name FROM lease.holders AS x
+              WHERE x.session OPERATOR(pg_catalog.=) _end_session_holders.session ORDER BY x.token LOOP
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(h.name));
+        PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
+        DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
+        CONTINUE WHEN NOT FOUND;
+        IF NOT was_live THEN
+            PERFORM lease._history('expired', h.name, h.token, owner, role, session);
+        END IF;
+        PERFORM lease._wake_line(h.name);
+        n := n OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN n;
+END $$;
+
+-- The session of a session_* request: LF003 unless it is live, 42501 unless
+-- the caller acts for its role (the extension's order); its row.
+CREATE FUNCTION lease._request_session(session bigint, caller regrole)
+-- The caller's live session (claim, surplus): LF003 when it has ended, 42501
+-- when it is another role's.
+CREATE FUNCTION lease._pool_session(session bigint, now timestamptz, caller regrole)
+RETURNS lease.sessions
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.sessions%ROWTYPE;
+BEGIN
+    IF NOT lease._session_live(session, pg_catalog.clock_timestamp()) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT s.* INTO r FROM lease.sessions AS s WHERE s.id OPERATOR(pg_catalog.=) _request_session.session;
+    PERFORM lease._require_acting_for_session(r.role, session, caller);
+    RETURN r;
+END $$;
+
+-- The wait of a session_* request: 22004, 22023 or 22008 as the extension's.
+CREATE FUNCTION lease._check_session_wait(wait interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._check_wait(wait);
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM lease._ttl(wait, 'wait');       -- out of range: 22008 before anything else
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.session_acquire_shared(session bigint, name text, wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_shared()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
+    -- Each attempt checks the session again (LF003 when it ended meanwhile).
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'shared', NULL, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'shared', NULL, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_shared(bigint, text, interval) IS
+    'lease_acquire_shared under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_semaphore_acquire(session bigint, name text, permits integer,
+                                                wait interval DEFAULT '0')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+BEGIN
+    PERFORM lease._require_writable('lease.session_semaphore_acquire()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    PERFORM lease._check_name(name);
+    IF permits IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'permits must not be NULL';
+    END IF;
+    IF permits OPERATOR(pg_catalog.<) 1 OR permits OPERATOR(pg_catalog.>) 10000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'permits must be between 1 and 10000',
+            DETAIL = pg_catalog.format('permits was %s.', permits);
+    END IF;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN lease._acquire_now(name, r.owner, r.ttl, caller, 'semaphore', permits, session);
+    END IF;
+    RETURN (lease._acquire(ARRAY[name], r.owner, r.ttl, wait, caller, 'semaphore', permits, started, session))[1];
+END $$;
+
+COMMENT ON FUNCTION lease.session_semaphore_acquire(bigint, text, integer, interval) IS
+    'semaphore_acquire under a live session (owner: the session''s owner).';
+
+CREATE FUNCTION lease.session_acquire_all(session bigint, names text[], wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    caller regrole := lease._caller();
+    r lease.sessions%ROWTYPE;
+    sorted text[];
+    n text;
+    i integer := 0;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.session_acquire_all()');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    -- names, as lease_acquire_all checks them.
+    IF names IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
+    END IF;
+    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
+    END IF;
+    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
+            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
+    END IF;
+    FOREACH n IN ARRAY names LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+        IF n IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
+                DETAIL = pg_catalog.format('Element %s is NULL.', i);
+        END IF;
+        PERFORM lease._check_name(n);
+    END LOOP;
+    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
+    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
+        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
+        END IF;
+    END LOOP;
+    PERFORM lease._check_session_wait(wait);
+    r := lease._request_session(session, caller);
+    IF lease._prefix_rules_exist() THEN
+        FOREACH n IN ARRAY names LOOP
+            PERFORM lease._check_prefix_rules(n, caller);
+        END LOOP;
+    END IF;
+    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
+        -- Queued waiters of any of the names come first.
+        FOREACH n IN ARRAY sorted LOOP
+            IF NOT pg_catalog.pg_try_advisory_lock_shared(19537, lease._name_key(n)) THEN
+                PERFORM lease._require_same_kind(n, 'exclusive', NULL);
+                PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+                RETURN NULL;
+            END IF;
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19537, lease._name_key(n));
+        END LOOP;
+        toks := lease._try_grant_all(sorted, r.owner, r.ttl, caller, session);
+        IF toks IS NULL THEN
+            PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        END IF;
+    ELSE
+        toks := lease._acquire(sorted, r.owner, r.ttl, wait, caller, 'all', NULL, started, session);
+    END IF;
+    IF toks IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The tokens in the order of names.
+    RETURN (SELECT pg_catalog.array_agg(t.tok ORDER BY x.i)
+              FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i)
+              JOIN ROWS FROM (pg_catalog.unnest(sorted), pg_catalog.unnest(toks)) AS t(n, tok)
+                ON t.n OPERATOR(pg_catalog.=) x.n);
+END $$;
+
+COMMENT ON FUNCTION lease.session_acquire_all(bigint, text[], interval) IS
+    'lease_acquire_all under a live session (owner: the session''s owner).';
+
+-- Prefix rules (docs/reference.md, "Privileges"): once a prefix has rules,
+-- a name that starts with it can be acquired only by members of one of its
+-- allowed roles; the longest prefix with rules that matches decides; admins
+-- are not bound. -----------------------------------------------------------
+-- The extension caches the rules per backend, so that a grant pays nothing
+-- for them while there are none. The edition's equivalent is
+-- lease._prefix_rules_exist(): an IMMUTABLE SQL function whose body is the
+-- constant true or false, inlined and folded into each grant's plan, so that
+-- with no rules a grant reads nothing for them. Every statement that changes
+-- lease.prefix_rules (lease.allow, lease.disallow, or the owner's own INSERT,
+-- UPDATE, DELETE, TRUNCATE or COPY: a hand edit, a restore) redefines it
+-- through the statement trigger prefix_rules_changed, and every backend's
+-- plans that inlined it are invalidated when that commits.
+
+CREATE TABLE lease.prefix_rules (
+    prefix text    NOT NULL,
+    role   regrole NOT NULL,
+    PRIMARY KEY (prefix, role)
+);
+
+COMMENT ON TABLE lease.prefix_rules IS
+    'Names under a prefix with rules can be acquired only by members of an allowed role (the longest matching prefix decides). Change it with lease.allow and lease.disallow.';
+
+-- Whether lease.prefix_rules has rows: redefined by lease._prefix_rules_changed.
+CREATE FUNCTION lease._prefix_rules_exist()
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT false $$;
+
+-- The statement trigger on lease.prefix_rules: the BEFORE one orders every
+-- change to the rules (an advisory lock, 19540 "LR", to the end of the
+-- transaction), so that the AFTER one, which redefines
+-- lease._prefix_rules_exist(), reads the rules with every earlier change
+-- committed. It says false only when it reads no rule with a snapshot taken
+-- after that lock (READ COMMITTED); under REPEATABLE READ or SERIALIZABLE,
+-- whose snapshot may be older, it says true: a grant then looks (and finds
+-- nothing) until the next change. SECURITY DEFINER: the function is the
+-- installer's.
+CREATE FUNCTION lease._prefix_rules_changed()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rules boolean;
+BEGIN
+    IF TG_WHEN OPERATOR(pg_catalog.=) 'BEFORE' THEN
+        PERFORM pg_catalog.pg_advisory_xact_lock(19540, 0);
+        RETURN NULL;
+    END IF;
+    rules := pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+             OR EXISTS (SELECT FROM lease.prefix_rules);
+    IF rules IS DISTINCT FROM lease._prefix_rules_exist() THEN
+        -- A fixed statement: no value of the caller's goes into it.
+        EXECUTE CASE WHEN rules
+                     THEN 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT true $f$'
+                     ELSE 'CREATE OR REPLACE FUNCTION lease._prefix_rules_exist() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$ SELECT false $f$' END;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER prefix_rules_order
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+CREATE TRIGGER prefix_rules_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON lease.prefix_rules
+    FOR EACH STATEMENT EXECUTE FUNCTION lease._prefix_rules_changed();
+
+-- Fired in logical replication's apply too (session_replication_role =
+-- replica), as the extension's.
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_order;
+ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
+
+-- A grant of name to caller (called only while lease._prefix_rules_exist()):
+-- 42501, with the extension's message and DETAIL, when the longest prefix
+-- with rules that name starts with (by bytes) has none of caller's roles.
+CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+    s lease.sessions%ROWTYPE;
+BEGIN
+    IF NOT lease._session_live(session, now) THEN
+        RAISE EXCEPTION USING ERRCODE = 'LF003', MESSAGE = pg_catalog.format('session %s is closed or expired', session);
+    END IF;
+    SELECT x.* INTO s FROM lease.sessions AS x WHERE x.id OPERATOR(pg_catalog.=) _pool_session.session;
+    PERFORM lease._require_acting_for_session(s.role, session, caller);
+    RETURN s;
+END $$;
+
+-- The pool as the session sees it at now: its size, what the session holds
+-- (its claimer row's held), its fair share -- the pool's resources split as
+-- evenly as possible among the live sessions that claimed within their ttl
+-- and the session itself, the first (size mod claimers) of them by id
+-- getting one more -- and, with_ended, the sessions that hold resources in
+-- it and have ended without closing (expired, closed by another path, or
+-- bound to a backend that is gone), whose resources a claim takes over.
+CREATE FUNCTION lease._pool_view(pool text, session bigint, now timestamptz, with_ended boolean,
+                                 OUT pool_size bigint, OUT own_held bigint, OUT fair_share bigint,
+                                 OUT ended_sessions bigint[])
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c record;
+    claimers bigint := 0;
+    rank bigint := 0;
+    counted_self boolean := false;
+BEGIN
+    own_held := 0;
+    ended_sessions := '{}';
+    pool_size := COALESCE((SELECT p.resources FROM lease.pools AS p WHERE p.pool OPERATOR(pg_catalog.=) _pool_view.pool), 0);
+    FOR c IN
+        SELECT pc.session AS id, pc.held AS n,
+               COALESCE(s.closed_at IS NULL AND s.expires_at OPERATOR(pg_catalog.>) now, false) AS open,
+               COALESCE(pc.claimed_at OPERATOR(pg_catalog.+) s.ttl OPERATOR(pg_catalog.>) now, false) AS recent,
+               s.bound_pid AS pid
+          FROM lease.pool_claimers AS pc
+          LEFT JOIN lease.sessions AS s ON s.id OPERATOR(pg_catalog.=) pc.session
+         WHERE pc.pool OPERATOR(pg_catalog.=) _pool_view.pool
+         ORDER BY pc.session
+    LOOP
+        IF c.id OPERATOR(pg_catalog.=) session THEN
+            own_held := c.n;
+        END IF;
+        -- A live claimer; a bound one (but the caller) only while its backend runs.
+        IF c.open AND c.recent
+           AND (c.id OPERATOR(pg_catalog.=) session OR c.pid IS NULL OR lease._bound_alive(c.id, c.pid)) THEN
+            claimers := claimers OPERATOR(pg_catalog.+) 1;
+            IF c.id OPERATOR(pg_catalog.<) session THEN
+                rank := rank OPERATOR(pg_catalog.+) 1;
+            ELSIF c.id OPERATOR(pg_catalog.=) session THEN
+                counted_self := true;
+            END IF;
+        END IF;
+        IF with_ended AND c.n OPERATOR(pg_catalog.>) 0 AND c.id OPERATOR(pg_catalog.<>) session
+           AND (NOT c.open OR (c.pid IS NOT NULL AND NOT lease._bound_alive(c.id, c.pid))) THEN
+            ended_sessions := ended_sessions OPERATOR(pg_catalog.||) c.id;
+        END IF;
+    END LOOP;
+    IF NOT counted_self THEN
+        claimers := claimers OPERATOR(pg_catalog.+) 1;
+    END IF;
+    -- (OPERATOR() forms all bind alike, left to right: parenthesised.)
+    fair_share := (pool_size OPERATOR(pg_catalog./) claimers)
+                  OPERATOR(pg_catalog.+) CASE WHEN rank OPERATOR(pg_catalog.<) (pool_size OPERATOR(pg_catalog.%) claimers)
+                                              THEN 1 ELSE 0 END;
+END $$;
+
+-- One resource granted to a claiming session, never waiting for another
+-- claimer, a grant or a fenced write: its token, or NULL when it is busy
+-- (its fence lock taken), held live, a marked name with holders, or an
+-- ended session's grant whose lease row another transaction has locked (a
+-- session_close freeing it locks the lease rows of its session before its
+-- resource rows, without the fence lock; the claim has the resource row
+-- locked already, so it must not wait for the lease row: the extension's
+-- specs/pool-close-vs-takeover). The locks are kept only on a grant.
+CREATE FUNCTION lease._pool_try_grant(name text, owner text, ttl interval, caller regrole, session bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+BEGIN
+    BEGIN
+        IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+        END IF;
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) _pool_try_grant.name;
+        IF FOUND THEN
+            IF r.owner IS NOT NULL THEN
+                IF lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                END IF;
+                IF r.session IS NOT NULL THEN
+                    PERFORM FROM lease.leases AS l
+                     WHERE l.name OPERATOR(pg_catalog.=) _pool_try_grant.name
+                       AND l.token OPERATOR(pg_catalog.=) r.token AND l.owner IS NOT NULL
+                       FOR NO KEY UPDATE SKIP LOCKED;
+                    IF NOT FOUND THEN
+                        RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+                    END IF;
+                END IF;
+            ELSIF r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                  AND EXISTS (SELECT FROM lease.holders AS h WHERE h.name OPERATOR(pg_catalog.=) _pool_try_grant.name) THEN
+                RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+            END IF;
+        END IF;
+        RETURN lease._grant(name, owner, ttl, caller, 'exclusive', NULL, true, session);
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        RETURN NULL;
+    END;
+END $$;
+
+-- What a claim granted (granted) and took over from each ended session
+-- (taken[i] from ended[i]), recorded at its end: one update of its own
+-- claimer row (or its first insert), and of the ended sessions' rows.
+CREATE FUNCTION lease._pool_record_claim(pool text, session bigint, now timestamptz, granted bigint,
+                                         ended bigint[], taken bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE lease.pool_claimers AS c
+       SET claimed_at = now, held = c.held OPERATOR(pg_catalog.+) granted
+     WHERE c.pool OPERATOR(pg_catalog.=) _pool_record_claim.pool
+       AND c.session OPERATOR(pg_catalog.=) _pool_record_claim.session;
+    IF NOT FOUND THEN
+        INSERT INTO lease.pool_claimers AS c (pool, session, claimed_at, held) VALUES (pool, session, now, granted)
+        ON CONFLICT ON CONSTRAINT pool_claimers_pkey DO UPDATE
+           SET claimed_at = EXCLUDED.claimed_at, held = c.held OPERATOR(pg_catalog.+) EXCLUDED.held;
+    END IF;
+    IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
+        UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) t.n
+          FROM ROWS FROM (pg_catalog.unnest(ended), pg_catalog.unnest(taken)) AS t (s, n)
+         WHERE c.pool OPERATOR(pg_catalog.=) _pool_record_claim.pool AND c.session OPERATOR(pg_catalog.=) t.s
+           AND t.n OPERATOR(pg_catalog.>) 0;
+    END IF;
+END $$;
+
+-- A session's grant of name ended (release, revoke, expire_due): the
+-- resource is no longer its session's in its pool. The resource's session
+-- is read without a row lock, then tested again by the update (which waits
+-- for a change in flight); every caller holds the name's fence lock, so no
+-- claim gives the resource to another session meanwhile, and if the update
+-- finds the session changed, a session_close has taken it from that
+-- session already.
+CREATE FUNCTION lease._pool_unassign_name(name text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest text;
+BEGIN
+    SELECT r.prefix INTO longest FROM lease.prefix_rules AS r
+     WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
+     ORDER BY pg_catalog.octet_length(r.prefix) DESC
+     LIMIT 1;
+    IF NOT FOUND OR lease._is_admin(caller) THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
+                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
+                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
+            DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
+                                       longest, (SELECT x.rolname FROM pg_catalog.pg_roles AS x
+                                                  WHERE x.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid));
+    END IF;
+END $$;
+
+-- The arguments of allow and disallow, as the extension checks them.
+CREATE FUNCTION lease._check_prefix_rule(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
+    END IF;
+    IF prefix IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'prefix must not be NULL';
+    END IF;
+    IF pg_catalog.octet_length(prefix) OPERATOR(pg_catalog.>) 255 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefix is too long',
+            DETAIL = pg_catalog.format('It has %s bytes; the limit is 255 bytes.', pg_catalog.octet_length(prefix));
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.allow(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.allow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    INSERT INTO lease.prefix_rules AS r (prefix, role) VALUES (allow.prefix, allow.role)
+    ON CONFLICT ON CONSTRAINT prefix_rules_pkey DO NOTHING;
+END $$;
+
+COMMENT ON FUNCTION lease.allow(regrole, text) IS
+    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
+
+CREATE FUNCTION lease.disallow(role regrole, prefix text)
+    s bigint;
+BEGIN
+    SELECT r.session INTO s FROM lease.pool_resources AS r WHERE r.name OPERATOR(pg_catalog.=) _pool_unassign_name.name;
+    IF s IS NOT NULL THEN
+        WITH r AS (UPDATE lease.pool_resources AS x SET session = NULL
+                    WHERE x.name OPERATOR(pg_catalog.=) _pool_unassign_name.name AND x.session IS NOT DISTINCT FROM s
+                   RETURNING x.pool)
+        UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) 1 FROM r
+         WHERE c.pool OPERATOR(pg_catalog.=) r.pool AND c.session OPERATOR(pg_catalog.=) s;
+    END IF;
+END $$;
+
+-- A session closed: its resources in every pool it claimed in are free
+-- (after its lease rows, as the extension's session_close).
+CREATE FUNCTION lease._pool_unassign_session(session bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    WITH r AS (UPDATE lease.pool_resources AS x SET session = NULL
+                WHERE x.pool OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.pool FROM lease.pool_claimers AS c
+                                                              WHERE c.session OPERATOR(pg_catalog.=) _pool_unassign_session.session))
+                  AND x.session OPERATOR(pg_catalog.=) _pool_unassign_session.session
+               RETURNING x.pool),
+         n AS (SELECT r.pool, pg_catalog.count(*) AS n FROM r GROUP BY r.pool)
+    UPDATE lease.pool_claimers AS c SET held = c.held OPERATOR(pg_catalog.-) n.n FROM n
+     WHERE c.pool OPERATOR(pg_catalog.=) n.pool AND c.session OPERATOR(pg_catalog.=) _pool_unassign_session.session;
+END $$;
+
+CREATE FUNCTION lease.pool_put(pool text, name text, state jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r lease.leases%ROWTYPE;
+    added boolean;
+BEGIN
+    PERFORM lease._require_writable('lease.pool_put()');
+    PERFORM lease._check_name(pool, 'pool');
+    PERFORM lease._check_name(name);
+    IF state IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'state must not be NULL';
+    END IF;
+    -- A resource held live is its holder's role's: another role may neither
+    -- replace its state nor retire it.
+    SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) pool_put.name;
+    IF FOUND AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+        PERFORM lease._require_acting_for_lease(r.role, name, lease._caller());
+    END IF;
+    INSERT INTO lease.pool_resources AS x (name, pool, state) VALUES (name, pool, state)
+    ON CONFLICT ON CONSTRAINT pool_resources_pkey DO UPDATE SET state = EXCLUDED.state
+     WHERE x.pool OPERATOR(pg_catalog.=) EXCLUDED.pool
+    RETURNING x.xmax OPERATOR(pg_catalog.=) '0'::pg_catalog.xid INTO added;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('lease "%s" belongs to another pool', name),
+            HINT = 'Remove it from that pool first.';
+    END IF;
+    IF added THEN
+        INSERT INTO lease.pools AS p (pool, resources) VALUES (pool, 1)
+        ON CONFLICT ON CONSTRAINT pools_pkey DO UPDATE SET resources = p.resources OPERATOR(pg_catalog.+) EXCLUDED.resources;
+    END IF;
+END $$;
+
+COMMENT ON FUNCTION lease.pool_put(text, text, jsonb) IS
+    'Adds a resource to a pool, or replaces its state (a live grant stays); a name belongs to one pool.';
+
+-- Removing a held resource ends its grant: the fence rejects the old token
+-- from then on, as after a revoke, and no claim grants it again. The fence
+-- lock is waited for (open fenced writes and checkpoints end first), and
+-- kept only when the resource was there.
+CREATE FUNCTION lease.pool_remove(pool text, name text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    r lease.leases%ROWTYPE;
+    live boolean;
+    now timestamptz;
+    removed bigint;
+    tok bigint;
+BEGIN
+    PERFORM lease._require_writable('lease.pool_remove()');
+    PERFORM lease._check_name(pool, 'pool');
+    PERFORM lease._check_name(name);
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock(19526, lease._name_key(name));
+        now := pg_catalog.clock_timestamp();
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name FOR UPDATE;
+        live := FOUND AND r.owner IS NOT NULL AND lease._live(r.expires_at, r.session, now);
+        IF live THEN
+            PERFORM lease._require_acting_for_lease(r.role, name, caller);
+        END IF;
+        WITH d AS (DELETE FROM lease.pool_resources AS x
+                    WHERE x.name OPERATOR(pg_catalog.=) pool_remove.name AND x.pool OPERATOR(pg_catalog.=) pool_remove.pool
+                   RETURNING x.pool, x.session),
+             c AS (UPDATE lease.pool_claimers AS pc SET held = pc.held OPERATOR(pg_catalog.-) 1 FROM d
+                    WHERE pc.pool OPERATOR(pg_catalog.=) d.pool AND pc.session OPERATOR(pg_catalog.=) d.session)
+        SELECT pg_catalog.count(*) INTO removed FROM d;
+        IF removed OPERATOR(pg_catalog.=) 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+    INSERT INTO lease.pools AS p (pool, resources) VALUES (pool, -1)
+    ON CONFLICT ON CONSTRAINT pools_pkey DO UPDATE SET resources = p.resources OPERATOR(pg_catalog.+) EXCLUDED.resources;
+    -- The fence pass this session remembers is checked again.
+    PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
+    IF live THEN
+        tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+        UPDATE lease.leases AS l
+           SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
+         WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name;
+        PERFORM lease._history('revoked', name, tok, r.owner, caller, r.session);
+        PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
+        PERFORM lease._wake_line(name);
+    END IF;
+    RETURN true;
+END $$;
+
+COMMENT ON FUNCTION lease.pool_remove(text, text) IS
+    'Retires a resource: ends its grant (its token is fenced off from then on) and no claim grants it again.';
+
+-- docs/reference.md, "Pools": up to min(free, max, share - held, 1000)
+-- resources, unclaimed ones and those of sessions that ended without
+-- closing, granted as session leases; only the new grants are returned.
+-- The free ones are fetched in name order from where this backend's last
+-- claim in the pool left off (session-level settings), then from the first;
+-- each batch is what is still wanted, leaving out the names passed over.
+CREATE FUNCTION lease.claim(pool text, session bigint, max integer DEFAULT NULL)
+RETURNS TABLE (name text, token bigint, state jsonb)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller regrole := lease._caller();
+    now timestamptz;
+    s lease.sessions%ROWTYPE;
+    v record;
+    wanted bigint;
+    ended bigint[] := '{}';
+    taken bigint[] := '{}';
+    passed text[] := '{}';
+    after text;
+    granted bigint := 0;
+    candidates lease.pool_resources[];
+    cand lease.pool_resources;
+    more lease.pool_resources[];
+    tok bigint;
+    i integer;
+BEGIN
+    PERFORM lease._require_writable('lease.claim()');
+    PERFORM lease._check_name(pool, 'pool');
+    IF claim.session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    IF claim.max OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'max must not be negative';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    s := lease._pool_session(claim.session, now, caller);
+    -- One claim of the session in the pool at a time: held counts the last
+    -- one's grants, which it records only at its end.
+    PERFORM pg_catalog.pg_advisory_xact_lock(19536, lease._claimer_key(pool, claim.session));
+    v := lease._pool_view(pool, claim.session, now, true);
+    wanted := v.fair_share OPERATOR(pg_catalog.-) v.own_held;
+    IF claim.max IS NOT NULL AND claim.max OPERATOR(pg_catalog.<) wanted THEN
+        wanted := claim.max;
+    END IF;
+    IF wanted OPERATOR(pg_catalog.>) 1000 THEN
+        wanted := 1000;
+    END IF;
+    IF wanted OPERATOR(pg_catalog.<=) 0 THEN
+        PERFORM lease._pool_record_claim(pool, claim.session, now, 0, '{}', '{}');
+        RETURN;
+    END IF;
+    -- Two claimers never take over the resources of the same ended session
+    -- at once: the second passes over them, without waiting.
+    IF pg_catalog.cardinality(v.ended_sessions) OPERATOR(pg_catalog.>) 0 THEN
+        ended := ARRAY(SELECT c.session FROM lease.pool_claimers AS c
+                        WHERE c.pool OPERATOR(pg_catalog.=) claim.pool
+                          AND c.session OPERATOR(pg_catalog.=) ANY (v.ended_sessions)
+                        FOR UPDATE SKIP LOCKED);
+        taken := pg_catalog.array_fill(0::bigint, ARRAY[pg_catalog.cardinality(ended)]);
+    END IF;
+    IF pg_catalog.current_setting('lease.sql_pool_scan_pool', true) OPERATOR(pg_catalog.=) pool THEN
+        after := NULLIF(pg_catalog.current_setting('lease.sql_pool_scan_name', true), '');
+    END IF;
+    WHILE granted OPERATOR(pg_catalog.<) wanted LOOP
+        IF after IS NOT NULL THEN
+            candidates := ARRAY(SELECT x FROM lease.pool_resources AS x
+                                 WHERE x.pool OPERATOR(pg_catalog.=) claim.pool AND x.session IS NULL
+                                   AND x.name OPERATOR(pg_catalog.>) after
+                                   AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                                 ORDER BY x.name LIMIT wanted OPERATOR(pg_catalog.-) granted
+                                 FOR UPDATE SKIP LOCKED);
+        ELSE
+            candidates := ARRAY(SELECT x FROM lease.pool_resources AS x
+                                 WHERE x.pool OPERATOR(pg_catalog.=) claim.pool AND x.session IS NULL
+                                   AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                                 ORDER BY x.name LIMIT wanted OPERATOR(pg_catalog.-) granted
+                                 FOR UPDATE SKIP LOCKED);
+            IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0
+               AND pg_catalog.cardinality(candidates) OPERATOR(pg_catalog.<) (wanted OPERATOR(pg_catalog.-) granted) THEN
+                more := ARRAY(SELECT x FROM lease.pool_resources AS x
+                               WHERE x.pool OPERATOR(pg_catalog.=) claim.pool
+                                 AND x.session OPERATOR(pg_catalog.=) ANY (ended)
+                                 AND x.name OPERATOR(pg_catalog.<>) ALL (passed)
+                               LIMIT wanted OPERATOR(pg_catalog.-) granted OPERATOR(pg_catalog.-) pg_catalog.cardinality(candidates)
+                               FOR UPDATE SKIP LOCKED);
+                candidates := candidates OPERATOR(pg_catalog.||) more;
+            END IF;
+        END IF;
+        IF pg_catalog.cardinality(candidates) OPERATOR(pg_catalog.=) 0 THEN
+            EXIT WHEN after IS NULL;
+            after := NULL;
+            CONTINUE;
+        END IF;
+        FOREACH cand IN ARRAY candidates LOOP
+            IF cand.session IS NULL THEN
+                after := cand.name;
+            END IF;
+            tok := lease._pool_try_grant(cand.name, s.owner, s.ttl, caller, claim.session);
+            IF tok IS NULL THEN
+                passed := passed OPERATOR(pg_catalog.||) cand.name;
+                CONTINUE;
+            END IF;
+            UPDATE lease.pool_resources AS x SET session = claim.session WHERE x.name OPERATOR(pg_catalog.=) cand.name;
+            IF cand.session IS NOT NULL THEN
+                i := pg_catalog.array_position(ended, cand.session);
+                taken[i] := taken[i] OPERATOR(pg_catalog.+) 1;
+            END IF;
+            name := cand.name;
+            token := tok;
+            state := cand.state;
+            RETURN NEXT;
+            granted := granted OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+    END LOOP;
+    IF after IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('lease.sql_pool_scan_pool', pool, false),
+                pg_catalog.set_config('lease.sql_pool_scan_name', after, false);
+    END IF;
+    PERFORM lease._pool_record_claim(pool, claim.session, now, granted, ended, taken);
+END $$;
+
+COMMENT ON FUNCTION lease.claim(text, bigint, integer) IS
+    'Grants free or orphaned resources of the pool to the session, up to its fair share (and max), never waiting on another claimer; returns the new grants with their state.';
+
+CREATE FUNCTION lease.surplus(pool text, session bigint)
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz;
+    v record;
+    excess bigint;
+BEGIN
+    PERFORM lease._check_name(pool, 'pool');
+    IF session IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
+    END IF;
+    now := pg_catalog.clock_timestamp();
+    PERFORM lease._pool_session(session, now, lease._caller());
+    v := lease._pool_view(pool, session, now, false);
+    excess := v.own_held OPERATOR(pg_catalog.-) v.fair_share;
+    IF excess OPERATOR(pg_catalog.<=) 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT x.name FROM lease.pool_resources AS x
+                  WHERE x.pool OPERATOR(pg_catalog.=) surplus.pool AND x.session OPERATOR(pg_catalog.=) surplus.session
+                  ORDER BY x.name DESC LIMIT excess;
+END $$;
+
+COMMENT ON FUNCTION lease.surplus(text, bigint) IS
+    'The leases this session holds in the pool beyond its fair share, for it to release.';
+
+-- Stores a holder's progress under its token. Like a fenced write, a passed
+-- checkpoint holds the fence lock in share mode until its transaction ends,
+-- so no takeover commits in between, and the next holder receives what it
+-- stored; a refused one lets go of it (its block rolls back). Under
+-- REPEATABLE READ, 40001 when the lease row changed since the snapshot
+-- (docs/sql-edition.md, "Isolation").
+CREATE FUNCTION lease.checkpoint(name text, token bigint, state jsonb)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.disallow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    DELETE FROM lease.prefix_rules AS r
+     WHERE r.prefix OPERATOR(pg_catalog.=) (disallow.prefix COLLATE pg_catalog."C")
+       AND r.role OPERATOR(pg_catalog.=) disallow.role;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.disallow(regrole, text) IS
+    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
+DECLARE
+    r lease.leases%ROWTYPE;
+    found_row boolean;
+BEGIN
+    PERFORM lease._require_writable('lease.checkpoint()');
+    PERFORM lease._check_name(name);
+    PERFORM lease._check_token(token);
+    IF state IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'state must not be NULL';
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) checkpoint.name;
+        found_row := FOUND;
+        PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+            (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) checkpoint.name));
+        IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) checkpoint.token OR r.owner IS NULL
+           OR NOT lease._live(r.expires_at, r.session, pg_catalog.clock_timestamp()) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
+        RETURN false;
+    END;
+    PERFORM lease._require_acting_for_lease(r.role, name, lease._caller());
+    UPDATE lease.pool_resources AS x SET state = checkpoint.state WHERE x.name OPERATOR(pg_catalog.=) checkpoint.name;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.checkpoint(text, bigint, jsonb) IS
+    'Stores a holder''s progress under its token (false for a stale or expired one); the next holder receives it.';
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -3064,4 +4209,16 @@ GRANT SELECT ON lease.idempotency_keys TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.idempotency_begin(text, text, text, interval),
     lease.idempotency_complete(text, bigint, jsonb), lease.idempotency_fail(text, bigint, jsonb, boolean),
     lease.idempotency_heartbeat(text, bigint, interval) TO PUBLIC;
+-- Published values: read by anyone, set through lease_set_value only.
+GRANT SELECT ON lease.lease_values TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.lease_set_value(text, bigint, jsonb), lease.leader(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.session_acquire_shared(bigint, text, interval),
+    lease.session_semaphore_acquire(bigint, text, integer, interval),
+    lease.session_acquire_all(bigint, text[], interval) TO PUBLIC;
+-- Prefix rules: read by anyone; allow and disallow are an admin's.
+GRANT SELECT ON lease.prefix_rules TO PUBLIC;
+-- Pools: read by anyone, changed through their functions only.
+GRANT SELECT ON lease.pools, lease.pool_resources, lease.pool_claimers TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.pool_put(text, text, jsonb), lease.pool_remove(text, text),
+    lease.claim(text, bigint, integer), lease.surplus(text, bigint), lease.checkpoint(text, bigint, jsonb) TO PUBLIC;
 COMMIT;

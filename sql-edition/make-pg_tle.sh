@@ -28,5 +28,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.sessions', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.session_id_seq', '');"
     echo "SELECT pg_catalog.pg_extension_config_dump('lease.idempotency_keys', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.lease_values', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.prefix_rules', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pools', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pool_resources', '');"
+    echo "SELECT pg_catalog.pg_extension_config_dump('lease.pool_claimers', '');"
     echo '$_lease_pgtle_$);'
 }

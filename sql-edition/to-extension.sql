@@ -16,7 +16,8 @@ BEGIN;
 
 -- Edition calls in flight finish first; new ones wait for the move, then find
 -- the extension's functions (they call lease.* by name).
-LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE lease.leases, lease.holders, lease.history, lease.sessions, lease.idempotency_keys, lease.lease_values,
+    lease.prefix_rules, lease.pools, lease.pool_resources, lease.pool_claimers IN ACCESS EXCLUSIVE MODE;
 
 ALTER SCHEMA lease RENAME TO lease_sqled;
 
@@ -37,6 +38,16 @@ INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, 
 SELECT token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role, session, value
   FROM lease_sqled.holders;
 
+-- The values exclusive grants published (a holder's is in its row above).
+INSERT INTO lease.lease_values (name, token, value)
+SELECT name, token, value
+  FROM lease_sqled.lease_values;
+
+-- The prefix rules.
+INSERT INTO lease.prefix_rules (prefix, role)
+SELECT prefix, role
+  FROM lease_sqled.prefix_rules;
+
 INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
 SELECT at, event, name, token, owner, session, role, xid, ordinal
   FROM lease_sqled.history;
@@ -55,6 +66,22 @@ SELECT id, owner, role, ttl, opened_at, renewed_at, expires_at,
 INSERT INTO lease.idempotency_keys (key, fingerprint, status, token, result, owner, role, started_at, finished_at)
 SELECT key, fingerprint, status, token, result, owner, role, started_at, finished_at
   FROM lease_sqled.idempotency_keys;
+
+-- Pools as they are: each pool's size, each resource with its state and the
+-- session that claimed it, each claimer with what it holds (a resource of a
+-- bound session closed above is then an ended session's, which a claim takes
+-- over).
+INSERT INTO lease.pools (pool, resources)
+SELECT pool, resources
+  FROM lease_sqled.pools;
+
+INSERT INTO lease.pool_resources (name, pool, state, session)
+SELECT name, pool, state, session
+  FROM lease_sqled.pool_resources;
+
+INSERT INTO lease.pool_claimers (pool, session, claimed_at, held)
+SELECT pool, session, claimed_at, held
+  FROM lease_sqled.pool_claimers;
 
 -- Session ids are never reused.
 SELECT pg_catalog.setval('lease.session_id_seq', s.last_value, true)
