@@ -151,6 +151,35 @@ private_pg_tree() {
     echo "$bin"
 }
 
+# lease_free_pg_tree ROOT: makes ROOT a copy of the PostgreSQL tree of PGBIN
+# (its bin, lib and share directories, under ROOT at the same absolute paths,
+# as hard links, so it costs no space and no time) with the extension taken
+# out: no lease.so, lease.control or lease--*.sql, as on a managed service
+# that does not ship it. PostgreSQL finds $libdir and its share directory
+# relative to its own executable, so a server started from ROOT's bin
+# directory cannot load the extension, while every other file is the
+# packaged one (pg_lease, a client program, stays). Prints ROOT's bin
+# directory, for PGBIN. The SQL edition's suites run their clusters there.
+lease_free_pg_tree() {
+    local root=$1 dir bin lib share
+    bin=$("$PGBIN/pg_config" --bindir) && lib=$("$PGBIN/pg_config" --pkglibdir) &&
+        share=$("$PGBIN/pg_config" --sharedir) || return 1
+    for dir in "$bin" "$lib" "$share"; do
+        mkdir -p "$root${dir%/*}" || return 1
+        # Hard links where ROOT is on the same file system, copies elsewhere.
+        cp -al "$dir" "$root${dir%/*}/" 2>/dev/null || cp -a "$dir" "$root${dir%/*}/" || return 1
+    done
+    rm -f "$root$lib/lease.so" "$root$lib"/bitcode/lease.index.bc "$root$share/extension/lease.control" \
+        "$root$share/extension"/lease--*.sql
+    rm -rf "$root$lib/bitcode/lease"
+    chmod 755 "$root"
+    if [ -e "$root$lib/lease.so" ] || [ -n "$(find "$root$share/extension" -name 'lease[.-]*' -print -quit)" ]; then
+        echo "lease_free_pg_tree: the extension's files are still under $root" >&2
+        return 1
+    fi
+    echo "$root$bin"
+}
+
 # build_private_tree COMMIT DIR: builds the extension (not pg_lease) at
 # COMMIT, from `git archive` in DIR/src, installs it into DIR/root and prints
 # the bin directory of a private PostgreSQL tree whose server loads that
