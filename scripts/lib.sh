@@ -95,6 +95,8 @@ cluster_restart_server() {
 
 cluster_destroy() {
     cluster_destroy_dir "$CLUSTER_DIR"
+    # The tree without the extension (edition_pgbin), if the suite made one.
+    if [ -n "${LEASE_FREE_TREE:-}" ]; then rm -rf "$LEASE_FREE_TREE"; fi
 }
 
 # cluster_destroy_dir DIR: stops and removes the cluster in DIR (for a script
@@ -178,6 +180,59 @@ lease_free_pg_tree() {
         return 1
     fi
     echo "$root$bin"
+}
+
+# LEASE_EDITION (extension, the default, or sql): which edition a suite that
+# honours it (test/cli, test/clients, test/chaos) runs against. With sql, its
+# cluster runs on a tree without the extension (lease_free_pg_tree) and its
+# database gets the SQL edition (docs/sql-edition.md), installed with psql -f
+# by a database owner without superuser; the suite's checks are unchanged.
+LEASE_EDITION=${LEASE_EDITION:-extension}
+LEASE_FREE_TREE=
+
+# edition_pgbin: with LEASE_EDITION=sql, points PGBIN at a tree without the
+# extension, removed with the cluster (cluster_destroy). Call it before
+# cluster_start.
+edition_pgbin() {
+    case $LEASE_EDITION in
+    extension) ;;
+    sql)
+        LEASE_FREE_TREE=$(mktemp -d /tmp/lease-free-pg.XXXXXX) && PGBIN=$(lease_free_pg_tree "$LEASE_FREE_TREE")
+        ;;
+    *)
+        echo "LEASE_EDITION is '$LEASE_EDITION': extension or sql" >&2
+        return 1
+        ;;
+    esac
+}
+
+# edition_install [DATABASE]: creates lease in DATABASE (default: PGDATABASE),
+# as a superuser (PGUSER): CREATE EXTENSION lease, or with LEASE_EDITION=sql,
+# the SQL edition installed with psql -f sql-edition/lease.sql by role
+# lease_owner (LOGIN CREATEROLE CREATEDB, not superuser, a managed service's
+# master user, made DATABASE's owner; a member of pg_signal_backend, as
+# RDS's master user is, for prompt wake-ups: docs/sql-edition.md,
+# "Installing"). With sql it then exports PGUSER=lease_owner: the suite
+# connects as the master user, as a managed service's clients do (none is a
+# superuser there; and a superuser's waiting backend is beyond
+# pg_signal_backend, so a release could not wake it: docs/sql-edition.md,
+# "Waiting"). Run from the repository's root.
+edition_install() {
+    local db=${1:-$PGDATABASE}
+    if [ "$LEASE_EDITION" != sql ]; then
+        psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION lease'
+        return
+    fi
+    psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
+        -c "DO \$\$ BEGIN
+                IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lease_owner') THEN
+                    CREATE ROLE lease_owner LOGIN CREATEROLE CREATEDB;
+                END IF;
+            END \$\$" \
+        -c 'GRANT pg_signal_backend TO lease_owner' -c "ALTER DATABASE \"$db\" OWNER TO lease_owner" &&
+        psql -X -q -v ON_ERROR_STOP=1 -U lease_owner -d "$db" -f sql-edition/lease.sql >/dev/null &&
+        [ "$(psql -X -A -t -d "$db" -c "SELECT count(*) FROM pg_extension WHERE extname = 'lease'")" = 0 ] &&
+        export PGUSER=lease_owner
 }
 
 # build_private_tree COMMIT DIR: builds the extension (not pg_lease) at
