@@ -86,6 +86,12 @@
 // (docs/operations.md, "The history checker"), which proves the guarantees
 // again from the clients' side alone.
 //
+// With --sql-edition, lease is the SQL edition (docs/sql-edition.md),
+// installed before the run; --token-updates-set-fence-token makes live
+// holders set lease.fence_token in a transaction that UPDATEs the token
+// column, as the edition asks of an UPDATE that may write the token a row
+// already has (its fence trigger cannot see the SET list).
+//
 // Prints TAP-style lines, the figures, and "chaos: N passed, N failed".
 #include "../common/history_log.hpp"
 #include "../common/pq.hpp"
@@ -139,6 +145,11 @@ struct Options {
     unsigned long long seed = 0;
     bool setup = false;
     bool sql_edition = false;  // lease is the SQL edition (installed beforehand), not the extension
+    // A live holder's transaction with an UPDATE that writes the token column
+    // also sets lease.fence_token, as the SQL edition asks of an UPDATE that
+    // may write the token the row already has (docs/sql-edition.md, "What it
+    // cannot do"); zombies do not change.
+    bool token_updates_set_fence_token = false;
     std::string server_log;
     std::string log_dir;
 };
@@ -833,7 +844,8 @@ private:
             if (action && parent_action)
                 continue;
             parent_action |= action;
-            setting |= p.proof == Proof::setting;
+            setting |= p.proof == Proof::setting ||
+                       (options_.token_updates_set_fence_token && p.stmt == Stmt::ledger_update_token);
             steps.push_back({p.name, p.stmt, p.proof == Proof::row, nullptr, static_cast<int>(k)});
         }
         std::stable_partition(steps.begin(), steps.end(), [](const Step& s) {
@@ -1520,7 +1532,8 @@ Connection connect_checker()
 
 int usage()
 {
-    std::cerr << "usage: chaos [--setup] [--sql-edition] [--workers W] [--leases L] [--sem-workers S] [--permits N] [--rw-workers R]\n"
+    std::cerr << "usage: chaos [--setup] [--workers W] [--leases L] [--sem-workers S] [--permits N] [--rw-workers R]\n"
+                 "             [--sql-edition [--token-updates-set-fence-token]]\n"
                  "             [--seconds T] [--ttl-min MS] [--ttl-max MS]\n"
                  "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS] [--freeze-every MS]\n"
                  "             [--revoke-min MS] [--revoke-max MS] [--seed S] [--server-log FILE] [--log-dir DIR]\n";
@@ -1540,6 +1553,8 @@ bool parse_options(int argc, char** argv, Options& o)
             o.setup = true;
         else if (a == "--sql-edition")
             o.sql_edition = true;
+        else if (a == "--token-updates-set-fence-token")
+            o.token_updates_set_fence_token = true;
         else if (a == "--workers")
             o.workers = std::stoi(next());
         else if (a == "--leases")
