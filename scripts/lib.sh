@@ -95,6 +95,8 @@ cluster_restart_server() {
 
 cluster_destroy() {
     cluster_destroy_dir "$CLUSTER_DIR"
+    # The tree without the extension (edition_pgbin), if the suite made one.
+    if [ -n "${LEASE_FREE_TREE:-}" ]; then rm -rf "$LEASE_FREE_TREE"; fi
 }
 
 # cluster_destroy_dir DIR: stops and removes the cluster in DIR (for a script
@@ -149,6 +151,88 @@ private_pg_tree() {
     done
     chmod -R a+rX "$root"
     echo "$bin"
+}
+
+# lease_free_pg_tree ROOT: makes ROOT a copy of the PostgreSQL tree of PGBIN
+# (its bin, lib and share directories, under ROOT at the same absolute paths,
+# as hard links, so it costs no space and no time) with the extension taken
+# out: no lease.so, lease.control or lease--*.sql, as on a managed service
+# that does not ship it. PostgreSQL finds $libdir and its share directory
+# relative to its own executable, so a server started from ROOT's bin
+# directory cannot load the extension, while every other file is the
+# packaged one (pg_lease, a client program, stays). Prints ROOT's bin
+# directory, for PGBIN. The SQL edition's suites run their clusters there.
+lease_free_pg_tree() {
+    local root=$1 dir bin lib share
+    bin=$("$PGBIN/pg_config" --bindir) && lib=$("$PGBIN/pg_config" --pkglibdir) &&
+        share=$("$PGBIN/pg_config" --sharedir) || return 1
+    for dir in "$bin" "$lib" "$share"; do
+        mkdir -p "$root${dir%/*}" || return 1
+        # Hard links where ROOT is on the same file system, copies elsewhere.
+        cp -al "$dir" "$root${dir%/*}/" 2>/dev/null || cp -a "$dir" "$root${dir%/*}/" || return 1
+    done
+    rm -f "$root$lib/lease.so" "$root$lib"/bitcode/lease.index.bc "$root$share/extension/lease.control" \
+        "$root$share/extension"/lease--*.sql
+    rm -rf "$root$lib/bitcode/lease"
+    chmod 755 "$root"
+    if [ -e "$root$lib/lease.so" ] || [ -n "$(find "$root$share/extension" -name 'lease[.-]*' -print -quit)" ]; then
+        echo "lease_free_pg_tree: the extension's files are still under $root" >&2
+        return 1
+    fi
+    echo "$root$bin"
+}
+
+# LEASE_EDITION (extension, the default, or sql): which edition a suite that
+# honours it (test/cli, test/clients, test/chaos) runs against. With sql, its
+# cluster runs on a tree without the extension (lease_free_pg_tree) and its
+# database gets the SQL edition (docs/sql-edition.md), installed with psql -f
+# by a database owner without superuser; the suite's checks are unchanged.
+LEASE_EDITION=${LEASE_EDITION:-extension}
+LEASE_FREE_TREE=
+
+# edition_pgbin: with LEASE_EDITION=sql, points PGBIN at a tree without the
+# extension, removed with the cluster (cluster_destroy). Call it before
+# cluster_start.
+edition_pgbin() {
+    case $LEASE_EDITION in
+    extension) ;;
+    sql)
+        LEASE_FREE_TREE=$(mktemp -d /tmp/lease-free-pg.XXXXXX) && PGBIN=$(lease_free_pg_tree "$LEASE_FREE_TREE")
+        ;;
+    *)
+        echo "LEASE_EDITION is '$LEASE_EDITION': extension or sql" >&2
+        return 1
+        ;;
+    esac
+}
+
+# edition_install [DATABASE]: creates lease in DATABASE (default: PGDATABASE),
+# as a superuser (PGUSER): CREATE EXTENSION lease, or with LEASE_EDITION=sql,
+# the SQL edition installed with psql -f sql-edition/lease.sql by role
+# lease_owner (LOGIN CREATEROLE CREATEDB, not superuser, a managed service's
+# master user, made DATABASE's owner; a member of pg_signal_backend, as
+# RDS's master user is, for prompt wake-ups: docs/sql-edition.md,
+# "Installing"). With sql it then exports PGUSER=lease_owner: the suite
+# connects as the master user, as a managed service's clients do (none is a
+# superuser there; and a superuser's waiting backend is beyond
+# pg_signal_backend, so a release could not wake it: docs/sql-edition.md,
+# "Waiting"). Run from the repository's root.
+edition_install() {
+    local db=${1:-$PGDATABASE}
+    if [ "$LEASE_EDITION" != sql ]; then
+        psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c 'CREATE EXTENSION lease'
+        return
+    fi
+    psql -X -q -v ON_ERROR_STOP=1 -d "$db" \
+        -c "DO \$\$ BEGIN
+                IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lease_owner') THEN
+                    CREATE ROLE lease_owner LOGIN CREATEROLE CREATEDB;
+                END IF;
+            END \$\$" \
+        -c 'GRANT pg_signal_backend TO lease_owner' -c "ALTER DATABASE \"$db\" OWNER TO lease_owner" &&
+        psql -X -q -v ON_ERROR_STOP=1 -U lease_owner -d "$db" -f sql-edition/lease.sql >/dev/null &&
+        [ "$(psql -X -A -t -d "$db" -c "SELECT count(*) FROM pg_extension WHERE extname = 'lease'")" = 0 ] &&
+        export PGUSER=lease_owner
 }
 
 # build_private_tree COMMIT DIR: builds the extension (not pg_lease) at

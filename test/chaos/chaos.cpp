@@ -86,6 +86,12 @@
 // (docs/operations.md, "The history checker"), which proves the guarantees
 // again from the clients' side alone.
 //
+// With --sql-edition, lease is the SQL edition (docs/sql-edition.md),
+// installed before the run; --token-updates-set-fence-token makes live
+// holders set lease.fence_token in a transaction that UPDATEs the token
+// column, as the edition asks of an UPDATE that may write the token a row
+// already has (its fence trigger cannot see the SET list).
+//
 // Prints TAP-style lines, the figures, and "chaos: N passed, N failed".
 #include "../common/history_log.hpp"
 #include "../common/pq.hpp"
@@ -138,6 +144,12 @@ struct Options {
     int revoke_max_ms = 5000;
     unsigned long long seed = 0;
     bool setup = false;
+    bool sql_edition = false;  // lease is the SQL edition (installed beforehand), not the extension
+    // A live holder's transaction with an UPDATE that writes the token column
+    // also sets lease.fence_token, as the SQL edition asks of an UPDATE that
+    // may write the token the row already has (docs/sql-edition.md, "What it
+    // cannot do"); zombies do not change.
+    bool token_updates_set_fence_token = false;
     std::string server_log;
     std::string log_dir;
 };
@@ -832,7 +844,8 @@ private:
             if (action && parent_action)
                 continue;
             parent_action |= action;
-            setting |= p.proof == Proof::setting;
+            setting |= p.proof == Proof::setting ||
+                       (options_.token_updates_set_fence_token && p.stmt == Stmt::ledger_update_token);
             steps.push_back({p.name, p.stmt, p.proof == Proof::row, nullptr, static_cast<int>(k)});
         }
         std::stable_partition(steps.begin(), steps.end(), [](const Step& s) {
@@ -1115,8 +1128,11 @@ private:
 // Setup: the fenced tables, the parent table, the change-log and
 // grant-history triggers (test only).
 
+// The SQL edition (--sql-edition: docs/sql-edition.md) is installed before
+// the run, with psql -f; the extension is created here.
+const char* create_extension_sql = "CREATE EXTENSION IF NOT EXISTS lease";
+
 const char* setup_sql = R"SQL(
-CREATE EXTENSION IF NOT EXISTS lease;
 DROP TRIGGER IF EXISTS chaos_record ON lease.history;
 DROP VIEW IF EXISTS public.chaos_all_changes;
 DROP TABLE IF EXISTS public.chaos_child, public.chaos_parent, public.chaos_ledger, public.chaos_changes,
@@ -1517,6 +1533,7 @@ Connection connect_checker()
 int usage()
 {
     std::cerr << "usage: chaos [--setup] [--workers W] [--leases L] [--sem-workers S] [--permits N] [--rw-workers R]\n"
+                 "             [--sql-edition [--token-updates-set-fence-token]]\n"
                  "             [--seconds T] [--ttl-min MS] [--ttl-max MS]\n"
                  "             [--restarts N --restart-cmd CMD] [--kill-min MS] [--kill-max MS] [--freeze-every MS]\n"
                  "             [--revoke-min MS] [--revoke-max MS] [--seed S] [--server-log FILE] [--log-dir DIR]\n";
@@ -1534,6 +1551,10 @@ bool parse_options(int argc, char** argv, Options& o)
         };
         if (a == "--setup")
             o.setup = true;
+        else if (a == "--sql-edition")
+            o.sql_edition = true;
+        else if (a == "--token-updates-set-fence-token")
+            o.token_updates_set_fence_token = true;
         else if (a == "--workers")
             o.workers = std::stoi(next());
         else if (a == "--leases")
@@ -2145,7 +2166,9 @@ int main(int argc, char** argv)
                 return 1;
             }
             if (options.setup) {
-                const Outcome o = setup.execute(setup_sql);
+                Outcome o = options.sql_edition ? setup.execute("SELECT 1") : setup.execute(create_extension_sql);
+                if (o.ok())
+                    o = setup.execute(setup_sql);
                 if (!o.ok()) {
                     std::cout << "not ok 1 - setup: " << o.message() << "\nchaos: 0 passed, 1 failed\n";
                     return 1;
@@ -2162,11 +2185,17 @@ int main(int argc, char** argv)
                     return 1;
                 }
             }
+            // The SQL edition: schema lease with its functions, and no extension lease.
             const Outcome build = setup.execute(
-                "SELECT extversion, pg_catalog.to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL"
-                "  FROM pg_catalog.pg_extension WHERE extname = 'lease'");
+                options.sql_edition
+                    ? "SELECT 'SQL edition', pg_catalog.to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL"
+                      " WHERE pg_catalog.to_regprocedure('lease.lease_acquire(text, text, interval, interval)') IS NOT NULL"
+                      "   AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'lease')"
+                    : "SELECT extversion, pg_catalog.to_regprocedure('lease.set_fence_token(bigint)') IS NOT NULL"
+                      "  FROM pg_catalog.pg_extension WHERE extname = 'lease'");
             if (!build.ok() || build.rows() != 1) {
-                std::cout << "not ok 1 - the lease extension is not installed in this database: " << build.message()
+                std::cout << "not ok 1 - the lease " << (options.sql_edition ? "SQL edition" : "extension")
+                          << " is not installed in this database: " << build.message()
                           << "\nchaos: 0 passed, 1 failed\n";
                 return 1;
             }

@@ -20,7 +20,10 @@
 #     showing published values.
 #
 # Expects pg_lease installed in PostgreSQL's bindir (PG_LEASE overrides the
-# path, e.g. PG_LEASE=$PWD/pg_lease for a build that is not installed). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
+# path, e.g. PG_LEASE=$PWD/pg_lease for a build that is not installed).
+# LEASE_EDITION=sql runs the same checks against the SQL edition, installed
+# by a database owner without superuser on a server without the extension
+# (scripts/lib.sh, edition_install; test/sql_edition/clients.sh). Prints TAP-style "ok N - ..." lines and "cli: P passed, F failed";
 # exits non-zero on any failure.
 set -u
 
@@ -118,14 +121,13 @@ if [ ! -x "$PG_LEASE" ]; then
     echo "cli: 0 passed, 1 failed"
     exit 1
 fi
-cluster_start || { echo "cli: could not start a cluster"; exit 1; }
+edition_pgbin && cluster_start || { echo "cli: could not start a cluster"; exit 1; }
 trap suite_cleanup EXIT
 chmod 755 "$WORK"
 
-if ! sql -c 'CREATE EXTENSION lease' \
-        -c 'CREATE TABLE cli_work (id serial PRIMARY KEY, writer text, fence_token bigint, at timestamptz DEFAULT clock_timestamp())' \
+if ! { edition_install && sql -c 'CREATE TABLE cli_work (id serial PRIMARY KEY, writer text, fence_token bigint, at timestamptz DEFAULT clock_timestamp())' \
         -c "CREATE TRIGGER cli_work_fence BEFORE INSERT OR UPDATE OR DELETE ON cli_work
-              FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('cli-stop')" >"$WORK/setup.log" 2>&1; then
+              FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('cli-stop')"; } >"$WORK/setup.log" 2>&1; then
     cat "$WORK/setup.log"
     echo "cli: 0 passed, 1 failed"
     exit 1
@@ -640,7 +642,7 @@ wait_exit $json_watcher
 report $? "watch exits 0 on SIGTERM and on SIGINT" "exits $term_rc, $rc"
 
 pg_lease history cli-w/a --json
-[ "$rc" -eq 0 ] && json_ok "@\$j == 2 && \$j->[0]{event} eq 'acquired' && \$j->[1]{event} eq 'released' && \$j->[1]{token} == $watch_token && \$j->[1]{owner} eq 'ops one' && \$j->[0]{at} lt \$j->[1]{at} && \$j->[0]{role} eq 'postgres' && !defined \$j->[0]{session}"
+[ "$rc" -eq 0 ] && json_ok "@\$j == 2 && \$j->[0]{event} eq 'acquired' && \$j->[1]{event} eq 'released' && \$j->[1]{token} == $watch_token && \$j->[1]{owner} eq 'ops one' && \$j->[0]{at} lt \$j->[1]{at} && \$j->[0]{role} eq '$PGUSER' && !defined \$j->[0]{session}"
 report $? "history --json lists a lease's events, newest last" "exit $rc, stdout: $out"
 
 pg_lease history cli-w/a --limit 1 --json
@@ -714,7 +716,7 @@ report $? "run --permits 2 three times at once: two hold a permit and run their 
     "holders: $(live_holders cli-sem), commands started: $started, waiters: $(waiters_of cli-sem "position, mode, owner"); stderr: $(cat "$WORK"/sem-*.err)"
 
 pg_lease waiters cli-sem --json
-waiters_json_ok=$(json_ok '@$j == 1 && $j->[0]{name} eq "cli-sem" && $j->[0]{position} == 1 && $j->[0]{mode} eq "semaphore" && $j->[0]{pid} > 0 && $j->[0]{role} eq "postgres"' && echo yes)
+waiters_json_ok=$(json_ok '@$j == 1 && $j->[0]{name} eq "cli-sem" && $j->[0]{position} == 1 && $j->[0]{mode} eq "semaphore" && $j->[0]{pid} > 0 && $j->[0]{role} eq "'"$PGUSER"'"' && echo yes)
 waiters_json=$out
 pg_lease waiters
 [ "$rc" -eq 0 ] && [ "$waiters_json_ok" = yes ] && [[ "$(printf '%s\n' "$out" | head -1)" == "NAME "*POSITION*MODE*OWNER* ]] &&

@@ -3,16 +3,21 @@
 # docs/sql-edition.md) installed where no lease.so exists, by a database owner
 # without superuser, then judged by the extension's own regress files.
 #
-# On a throwaway cluster of the system's PostgreSQL binaries (scripts/lib.sh;
-# port LEASE_TEST_PORT, default 58431) in which the extension is not
-# created (until step 8, which moves a database to it):
+# On a throwaway cluster (scripts/lib.sh; port LEASE_TEST_PORT, default
+# 58431) run from a copy of the packaged PostgreSQL tree without the
+# extension's files (lease_free_pg_tree: hard links to the Debian packages'
+# files, lease.so, lease.control and lease--*.sql left out), so the server
+# has no extension to load or create, as a managed service; step 8 restarts
+# the same cluster on the system's binaries, where the extension may be
+# installed, and moves a database to it:
 #   1. creates role lease_owner (LOGIN CREATEROLE CREATEDB, not superuser: a
 #      managed service's master user) owning database contrib_regression,
 #      and application role lease_app;
 #   2. installs the edition with psql -f as lease_owner, and checks that the
 #      install needed no superuser and no C (no function of schema lease in
 #      C, every SECURITY DEFINER one with a fixed search_path, and the C
-#      extension not creatable by lease_owner), and that the script
+#      extension absent: neither lease_owner nor a superuser can create or
+#      load it, pg_available_extensions has none), and that the script
 #      make-pg_tle.sh prints installs the edition through a stand-in for
 #      pg_tle's install_extension;
 #   3. checks that lease_app cannot write lease.leases or move the token
@@ -35,8 +40,9 @@
 #      set_fence_token, history and counters, read-only transactions and the
 #      fence under REPEATABLE READ, and pools;
 #   7. runs the README's tour verbatim;
-#   8. moves the database to the extension with sql-edition/to-extension.sql,
-#      where the machine has the extension installed (skipped otherwise).
+#   8. restarts the cluster on the system's binaries and moves the database
+#      to the extension with sql-edition/to-extension.sql, where the machine
+#      has the extension installed (skipped otherwise).
 #
 # Prints TAP-style "ok N - ..." lines and "sql_edition: P passed, F failed";
 # exits non-zero on any failure. Diffs of failing files are kept in
@@ -86,12 +92,19 @@ WORK=$(mktemp -d /tmp/lease-sqled-test.XXXXXX)
 chmod 755 "$WORK"
 cleanup() {
     cluster_destroy
-    if [ -n "${SQLED_KEEP:-}" ]; then mkdir -p "$SQLED_KEEP" && cp -r "$WORK"/. "$SQLED_KEEP"/; fi
+    if [ -n "${SQLED_KEEP:-}" ]; then
+        mkdir -p "$SQLED_KEEP" && find "$WORK" -mindepth 1 -maxdepth 1 ! -name pg -exec cp -r {} "$SQLED_KEEP"/ \;
+    fi
     rm -rf "$WORK"
 }
 
 # pg_isolation_regress comes with the server-dev package.
 ensure_packages postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+# Steps 1 to 7 run on a server without the extension: the packaged tree with
+# lease.so, lease.control and lease--*.sql taken out (scripts/lib.sh,
+# lease_free_pg_tree).
+SYSTEM_PGBIN=$PGBIN
+PGBIN=$(lease_free_pg_tree "$WORK/pg") || { echo "not ok 1 - a PostgreSQL tree without the extension"; exit 1; }
 cluster_start || exit 1
 trap cleanup EXIT
 # The test's own instrument (not the edition's): commit timestamps order the
@@ -119,11 +132,15 @@ out=$(as_owner -A -t -c "SELECT count(*) FROM pg_extension WHERE extname = 'leas
            AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))" 2>&1 | tr '\n' ' ')
 report "$([ "$out" = "0 0 0 " ]; echo $?)" \
     "no lease extension is installed, no function of schema lease is in C, every SECURITY DEFINER one fixes search_path" "$out"
-# Where a lease.so happens to be installed (this machine may have one), the
-# owner still cannot load it: C extensions are not trusted.
+# The server has no extension to create, not even for a superuser: no
+# lease.so in its $libdir, no lease.control among its extensions.
 out=$(as_owner -c "CREATE EXTENSION lease" 2>&1)
-report "$(grep -q 'permission denied to create extension' <<<"$out"; echo $?)" \
-    "lease_owner cannot create the C extension (as on a managed service)" "$out"
+report "$(grep -q 'extension "lease" is not available' <<<"$out"; echo $?)" \
+    "lease_owner cannot create the C extension: the server has none" "$out"
+out=$(psql -X -A -t -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'lease'" \
+        -c "CREATE EXTENSION lease" -c "LOAD 'lease'" 2>&1 | tr '\n' ' ')
+report "$([[ "$out" =~ ^0\ ERROR:\ \ extension\ \"lease\"\ is\ not\ available.*ERROR:\ \ could\ not\ access\ file\ \"lease\":\ No\ such\ file ]]; echo $?)" \
+    "no lease.so or lease.control: a superuser cannot create or load the extension, pg_available_extensions has none" "$out"
 
 # The pg_tle script (pg_tle is not in Debian) is checked as far as it can be
 # here: a stand-in pgtle.install_extension runs the script body it is given in
@@ -1355,8 +1372,13 @@ as_owner -c "DROP SCHEMA lease CASCADE" -c "DROP TABLE invoices" >/dev/null 2>&1
 
 # 8. Moving to the extension (docs/sql-edition.md, "Moving to the
 # extension"), where the machine has it installed (this suite never installs
-# it): a lease the edition granted to lease_app, and a fenced table, moved by
+# it): the same cluster is restarted on the system's binaries, as a database
+# leaving the managed service for a server with the extension; a lease the
+# edition granted to lease_app, and a fenced table, moved by
 # sql-edition/to-extension.sql as a superuser.
+cluster_restart_server stop
+PGBIN=$SYSTEM_PGBIN
+cluster_restart_server start || echo "# could not restart the cluster on $PGBIN"
 if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 'lease' AND version = '1.4'")" = 1 ]; then
     as_owner -f sql-edition/lease.sql >/dev/null 2>&1
     as_owner -c "CREATE TABLE moved (id int, fence_token bigint)" \
