@@ -2967,9 +2967,14 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
         END IF;
         -- The key's lease may be held outside the key (lease_acquire of the
-        -- same name) or waited for: then the key is in progress too.
+        -- same name, or permits or shared grants of it) or waited for: then
+        -- the key is in progress too.
         SELECT x.* INTO l FROM lease.leases AS x WHERE x.name OPERATOR(pg_catalog.=) idempotency_begin.key;
-        IF FOUND AND l.owner IS NOT NULL AND lease._live(l.expires_at, l.session, now) THEN
+        IF FOUND AND ((l.owner IS NOT NULL AND lease._live(l.expires_at, l.session, now))
+                      OR (l.owner IS NULL AND l.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz
+                          AND EXISTS (SELECT FROM lease.holders AS h
+                                       WHERE h.name OPERATOR(pg_catalog.=) idempotency_begin.key
+                                         AND lease._live(h.expires_at, h.session, now)))) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'answered';
         END IF;
         -- Queued waiters come first (share mode, as _acquire_now: two
@@ -3143,64 +3148,6 @@ COMMENT ON TABLE lease.lease_values IS
 
 -- A grant of another role: 42501 with the extension's message and DETAIL,
 -- unless the caller is a member of that role or an admin.
--- Pools (docs/concepts.md, "Pools"; docs/reference.md, "Pools"). -------------
--- Resources owned one per session, balanced across the sessions claiming in
--- the pool. The tables are the extension's, so that
--- sql-edition/to-extension.sql can move them. lease.pool_claimers.held is
--- kept by every statement that changes a resource's session (a claim's in
--- one update at its end), so that claim and surplus read it instead of
--- counting (sql/pools_held.sql). A claim holds the session's claimer lock in
--- the pool (19536 "LP", a 32-bit hash of the pool and the session) until
--- its transaction ends, so claims of one session in one pool run one after
--- the other; it never waits for another claimer: rows being claimed are
--- skipped (SKIP LOCKED), and so are resources whose fence lock is busy.
-
-CREATE TABLE lease.pools (
-    pool      text   NOT NULL PRIMARY KEY,
-    resources bigint NOT NULL
-);
-
-COMMENT ON TABLE lease.pools IS 'The number of resources in each pool (kept by pool_put and pool_remove).';
-
-CREATE TABLE lease.pool_resources (
-    name    text   NOT NULL PRIMARY KEY,
-    pool    text   NOT NULL,
-    state   jsonb  NOT NULL,
-    session bigint
-) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
-
-COMMENT ON TABLE lease.pool_resources IS
-    'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
-
--- A claim's scan of the free resources, in name order; a session's resources
--- in a pool, in name order (surplus), and in all its pools (session_close,
--- by the pools of pool_claimers_session).
-CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
-CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
-
-CREATE TABLE lease.pool_claimers (
-    pool       text        NOT NULL,
-    session    bigint      NOT NULL,
-    claimed_at timestamptz NOT NULL,
-    held       bigint      NOT NULL DEFAULT 0,
-    PRIMARY KEY (pool, session)
-);
-
-COMMENT ON TABLE lease.pool_claimers IS
-    'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
-
-CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
-
--- The claimer lock's second key: a 32-bit hash of the pool and the session
--- (two pools whose hashes collide for a session only share its claims' lock).
-CREATE FUNCTION lease._claimer_key(pool text, session bigint)
-RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.hashint8(pg_catalog.hashtextextended(pool COLLATE pg_catalog."C", session)) $$;
-
--- A live grant of another role: 42501, with the extension's message and
--- DETAIL, unless the caller is a member of that role or an admin.
 CREATE FUNCTION lease._require_acting_for_lease(role regrole, name text, caller regrole)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -3377,9 +3324,6 @@ END $$;
 -- The session of a session_* request: LF003 unless it is live, 42501 unless
 -- the caller acts for its role (the extension's order); its row.
 CREATE FUNCTION lease._request_session(session bigint, caller regrole)
--- The caller's live session (claim, surplus): LF003 when it has ended, 42501
--- when it is another role's.
-CREATE FUNCTION lease._pool_session(session bigint, now timestamptz, caller regrole)
 RETURNS lease.sessions
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -3634,6 +3578,146 @@ ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
 -- 42501, with the extension's message and DETAIL, when the longest prefix
 -- with rules that name starts with (by bytes) has none of caller's roles.
 CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest text;
+BEGIN
+    SELECT r.prefix INTO longest FROM lease.prefix_rules AS r
+     WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
+     ORDER BY pg_catalog.octet_length(r.prefix) DESC
+     LIMIT 1;
+    IF NOT FOUND OR lease._is_admin(caller) THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
+                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
+                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
+            DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
+                                       longest, (SELECT x.rolname FROM pg_catalog.pg_roles AS x
+                                                  WHERE x.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid));
+    END IF;
+END $$;
+
+-- The arguments of allow and disallow, as the extension checks them.
+CREATE FUNCTION lease._check_prefix_rule(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
+    END IF;
+    IF prefix IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'prefix must not be NULL';
+    END IF;
+    IF pg_catalog.octet_length(prefix) OPERATOR(pg_catalog.>) 255 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefix is too long',
+            DETAIL = pg_catalog.format('It has %s bytes; the limit is 255 bytes.', pg_catalog.octet_length(prefix));
+    END IF;
+END $$;
+
+CREATE FUNCTION lease.allow(role regrole, prefix text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.allow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    INSERT INTO lease.prefix_rules AS r (prefix, role) VALUES (allow.prefix, allow.role)
+    ON CONFLICT ON CONSTRAINT prefix_rules_pkey DO NOTHING;
+END $$;
+
+COMMENT ON FUNCTION lease.allow(regrole, text) IS
+    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
+
+CREATE FUNCTION lease.disallow(role regrole, prefix text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM lease._require_writable('lease.disallow()');
+    PERFORM lease._check_prefix_rule(role, prefix);
+    DELETE FROM lease.prefix_rules AS r
+     WHERE r.prefix OPERATOR(pg_catalog.=) (disallow.prefix COLLATE pg_catalog."C")
+       AND r.role OPERATOR(pg_catalog.=) disallow.role;
+    RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION lease.disallow(regrole, text) IS
+    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
+
+-- Pools (docs/concepts.md, "Pools"; docs/reference.md, "Pools"). -------------
+-- Resources owned one per session, balanced across the sessions claiming in
+-- the pool. The tables are the extension's, so that
+-- sql-edition/to-extension.sql can move them. lease.pool_claimers.held is
+-- kept by every statement that changes a resource's session (a claim's in
+-- one update at its end), so that claim and surplus read it instead of
+-- counting (sql/pools_held.sql). A claim holds the session's claimer lock in
+-- the pool (19536 "LP", a 32-bit hash of the pool and the session) until
+-- its transaction ends, so claims of one session in one pool run one after
+-- the other; it never waits for another claimer: rows being claimed are
+-- skipped (SKIP LOCKED), and so are resources whose fence lock is busy.
+
+CREATE TABLE lease.pools (
+    pool      text   NOT NULL PRIMARY KEY,
+    resources bigint NOT NULL
+);
+
+COMMENT ON TABLE lease.pools IS 'The number of resources in each pool (kept by pool_put and pool_remove).';
+
+CREATE TABLE lease.pool_resources (
+    name    text   NOT NULL PRIMARY KEY,
+    pool    text   NOT NULL,
+    state   jsonb  NOT NULL,
+    session bigint
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
+
+COMMENT ON TABLE lease.pool_resources IS
+    'One row per resource: its lease name, pool, the state its holders checkpoint, and the session that claimed it (until that grant ends).';
+
+-- A claim's scan of the free resources, in name order; a session's resources
+-- in a pool, in name order (surplus), and in all its pools (session_close,
+-- by the pools of pool_claimers_session).
+CREATE INDEX pool_resources_free ON lease.pool_resources (pool, name) WHERE session IS NULL;
+CREATE INDEX pool_resources_claim ON lease.pool_resources (pool, session, name) WHERE session IS NOT NULL;
+
+CREATE TABLE lease.pool_claimers (
+    pool       text        NOT NULL,
+    session    bigint      NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    held       bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (pool, session)
+);
+
+COMMENT ON TABLE lease.pool_claimers IS
+    'When each session last claimed in each pool, and how many of its resources it holds: the live ones that claimed within their ttl share the pool.';
+
+CREATE INDEX pool_claimers_session ON lease.pool_claimers (session);
+
+-- The claimer lock's second key: a 32-bit hash of the pool and the session
+-- (two pools whose hashes collide for a session only share its claims' lock).
+CREATE FUNCTION lease._claimer_key(pool text, session bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.hashint8(pg_catalog.hashtextextended(pool COLLATE pg_catalog."C", session)) $$;
+
+-- The caller's live session (claim, surplus): LF003 when it has ended, 42501
+-- when it is another role's.
+CREATE FUNCTION lease._pool_session(session bigint, now timestamptz, caller regrole)
+RETURNS lease.sessions
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
     s lease.sessions%ROWTYPE;
 BEGIN
     IF NOT lease._session_live(session, now) THEN
@@ -3790,61 +3874,6 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    longest text;
-BEGIN
-    SELECT r.prefix INTO longest FROM lease.prefix_rules AS r
-     WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
-     ORDER BY pg_catalog.octet_length(r.prefix) DESC
-     LIMIT 1;
-    IF NOT FOUND OR lease._is_admin(caller) THEN
-        RETURN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
-                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
-                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
-            DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
-                                       longest, (SELECT x.rolname FROM pg_catalog.pg_roles AS x
-                                                  WHERE x.oid OPERATOR(pg_catalog.=) caller::pg_catalog.oid));
-    END IF;
-END $$;
-
--- The arguments of allow and disallow, as the extension checks them.
-CREATE FUNCTION lease._check_prefix_rule(role regrole, prefix text)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF role IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'role must not be NULL';
-    END IF;
-    IF prefix IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'prefix must not be NULL';
-    END IF;
-    IF pg_catalog.octet_length(prefix) OPERATOR(pg_catalog.>) 255 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'prefix is too long',
-            DETAIL = pg_catalog.format('It has %s bytes; the limit is 255 bytes.', pg_catalog.octet_length(prefix));
-    END IF;
-END $$;
-
-CREATE FUNCTION lease.allow(role regrole, prefix text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM lease._require_writable('lease.allow()');
-    PERFORM lease._check_prefix_rule(role, prefix);
-    INSERT INTO lease.prefix_rules AS r (prefix, role) VALUES (allow.prefix, allow.role)
-    ON CONFLICT ON CONSTRAINT prefix_rules_pkey DO NOTHING;
-END $$;
-
-COMMENT ON FUNCTION lease.allow(regrole, text) IS
-    'Admin: lets members of role acquire names under prefix; once a prefix has a rule, only allowed roles may.';
-
-CREATE FUNCTION lease.disallow(role regrole, prefix text)
     s bigint;
 BEGIN
     SELECT r.session INTO s FROM lease.pool_resources AS r WHERE r.name OPERATOR(pg_catalog.=) _pool_unassign_name.name;
@@ -3958,7 +3987,7 @@ BEGIN
     -- The fence pass this session remembers is checked again.
     PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
     IF live THEN
-        tok := pg_catalog.nextval('lease.fencing_token_seq'::pg_catalog.regclass);
+        tok := lease._next_token();
         UPDATE lease.leases AS l
            SET owner = NULL, token = tok, expires_at = LEAST(l.expires_at, now), session = NULL
          WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name;
@@ -4138,17 +4167,6 @@ RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-BEGIN
-    PERFORM lease._require_writable('lease.disallow()');
-    PERFORM lease._check_prefix_rule(role, prefix);
-    DELETE FROM lease.prefix_rules AS r
-     WHERE r.prefix OPERATOR(pg_catalog.=) (disallow.prefix COLLATE pg_catalog."C")
-       AND r.role OPERATOR(pg_catalog.=) disallow.role;
-    RETURN FOUND;
-END $$;
-
-COMMENT ON FUNCTION lease.disallow(regrole, text) IS
-    'Admin: removes a prefix rule; removing a prefix''s last rule unconfines it. Returns whether the rule existed.';
 DECLARE
     r lease.leases%ROWTYPE;
     found_row boolean;
