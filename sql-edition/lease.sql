@@ -265,8 +265,8 @@ BEGIN
     END IF;
     -- lease.record_history and lease.notify_events: read further only when
     -- either is set (docs/sql-edition.md, "Observability").
-    IF COALESCE(pg_catalog.current_setting('lease.record_history', true), '') OPERATOR(pg_catalog.<>) ''
-       OR COALESCE(pg_catalog.current_setting('lease.notify_events', true), '') OPERATOR(pg_catalog.<>) '' THEN
+    IF pg_catalog.concat(pg_catalog.current_setting('lease.record_history', true),
+                         pg_catalog.current_setting('lease.notify_events', true)) OPERATOR(pg_catalog.<>) '' THEN
         SELECT x.recording, x.notify INTO recording, notify FROM lease._event_settings() AS x;
     END IF;
     -- This session granted, released, revoked or ended something: the fence
@@ -279,7 +279,8 @@ BEGIN
         INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
         VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
     END IF;
-    IF notify OPERATOR(pg_catalog.=) 'always' OR (notify OPERATOR(pg_catalog.=) 'watched' AND lease._watched()) THEN
+    IF (CASE WHEN notify OPERATOR(pg_catalog.=) 'watched' THEN lease._watched()
+             ELSE notify OPERATOR(pg_catalog.=) 'always' END) THEN
         PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
             '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s}',
             pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
@@ -346,7 +347,7 @@ AS $$
     -- a settling lease.events_horizon waits for it (AND evaluates in order).
     SELECT CASE WHEN pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN true
                 WHEN pg_catalog.pg_try_advisory_lock(19534, 0)
-                THEN NOT (pg_catalog.pg_advisory_xact_lock_shared(19535, 0)::text OPERATOR(pg_catalog.=) ''
+                THEN NOT (pg_catalog.pg_advisory_xact_lock_shared(19535, 0) IS NOT NULL
                           AND pg_catalog.pg_advisory_unlock(19534, 0))
                 ELSE true END
 $$;
@@ -602,7 +603,7 @@ BEGIN
     IF NOT exclusive AND r.owner IS NOT NULL THEN
         -- A lease that expired unreported (its session ended): reported here.
         ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
-        ignored := lease._hold_ended(r.acquired_at, r.expires_at);
+        ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     -- The holders this grant ends: ended ones reported as expired, the
@@ -612,7 +613,7 @@ BEGIN
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
             ignored := lease._history('expired', name, h.token, h.owner, h.role);
-            ignored := lease._hold_ended(h.acquired_at, h.expires_at);
+            ignored := lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -624,7 +625,7 @@ BEGIN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
                 ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
-                ignored := lease._hold_ended(r.acquired_at, r.expires_at);
+                ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
                 ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
@@ -1172,15 +1173,13 @@ BEGIN
     END;
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
     IF toks IS NOT NULL THEN
-        PERFORM lease._observe_wait((pg_catalog.date_part('epoch'::text, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started)
-                                     OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8);
+        PERFORM lease._observe_wait(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started);
         RETURN toks;
     END IF;
     IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
         RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
     END IF;
-    PERFORM lease._observe_wait((pg_catalog.date_part('epoch'::text, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started)
-                                 OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8);
+    PERFORM lease._observe_wait(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started);
     PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
     RETURN NULL;
 END $$;
@@ -1442,7 +1441,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, h.owner, h.role);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        ignored := lease._hold_ended(h.acquired_at, h.expires_at);
+        ignored := lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
         ignored := lease._wake_line(name);
     ELSE
         UPDATE lease.holders AS x
@@ -1583,7 +1582,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, r.owner, r.role, r.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        ignored := lease._hold_ended(r.acquired_at, r.expires_at);
+        ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := lease._wake_line(name);
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
@@ -1621,7 +1620,7 @@ BEGIN
         IF NOT live THEN
             PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
         END IF;
-        PERFORM lease._hold_ended(r.acquired_at, r.expires_at);
+        PERFORM lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
@@ -1634,7 +1633,7 @@ BEGIN
                 IF h.expires_at OPERATOR(pg_catalog.<=) now THEN
                     PERFORM lease._history('expired', name, h.token, h.owner, h.role);
                 END IF;
-                PERFORM lease._hold_ended(h.acquired_at, h.expires_at);
+                PERFORM lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
             END IF;
         END LOOP;
     END IF;
@@ -2126,7 +2125,7 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', candidate, r.token, r.owner, r.role, r.session);
-            PERFORM lease._hold_ended(r.acquired_at, r.expires_at);
+            PERFORM lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
              WHERE l.name OPERATOR(pg_catalog.=) candidate;
@@ -2157,7 +2156,7 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
-            PERFORM lease._hold_ended(gone.acquired_at, gone.expires_at);
+            PERFORM lease._observe_hold(LEAST(gone.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) gone.acquired_at);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -2544,7 +2543,7 @@ BEGIN
         IF NOT was_live THEN
             PERFORM lease._history('expired', freed.name, freed.token, r.owner, r.role, session);
         END IF;
-        PERFORM lease._hold_ended(freed.acquired_at, LEAST(r.expires_at, now));
+        PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) freed.acquired_at);
         PERFORM lease._wake_line(freed.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
@@ -2821,7 +2820,7 @@ BEGIN
         IF FOUND THEN
             ignored := lease._history('released', key, token, l.owner, l.role, l.session);
             ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-            ignored := lease._hold_ended(l.acquired_at, l.expires_at);
+            ignored := lease._observe_hold(LEAST(l.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) l.acquired_at);
             ignored := lease._wake_line(key);
         END IF;
     END IF;
@@ -2955,73 +2954,52 @@ RETURNS float8[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.float8[] $$;
 
--- Counts one observation of a histogram ('wait' or 'hold'), in
--- microseconds: its bucket, and the bits of its milliseconds (rounded, as the
--- extension's sum). Made at installation: one nextval of a sequence named
--- by a constant per bucket and per bit set (the CASE arms are planned once
--- per session).
+-- Counts one observation of a histogram ('wait' or 'hold'), a duration: its
+-- bucket (width_bucket counts the bounds below it), and the bits of its
+-- milliseconds (rounded, as the extension's sum). Made at installation, with
+-- the sequences as array constants: every function call in an expression is
+-- set up again in each transaction (bench/sql-edition-instructions).
 DO $do$
 DECLARE
     h text;
-    body text;
-    buckets text := '';
-    bits text := '';
-    i integer;
-    bounds bigint[] := '{1000,5000,10000,50000,100000,500000,1000000,5000000,10000000,30000000,60000000,300000000,900000000,3600000000,14400000000}';
 BEGIN
     FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
-        buckets := '';
-        FOR i IN 1 .. 15 LOOP
-            buckets := buckets || pg_catalog.format(E'\n        WHEN us OPERATOR(pg_catalog.<=) %s THEN pg_catalog.nextval(%L::pg_catalog.regclass)',
-                                                    bounds[i], pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad((i - 1)::text, 2, '0')));
-        END LOOP;
-        bits := '';
-        FOR i IN 0 .. 39 LOOP
-            bits := bits || pg_catalog.format(E'\n            WHEN %s THEN pg_catalog.nextval(%L::pg_catalog.regclass)',
-                                              i, pg_catalog.format('lease.metric_%s_ms_bit_%s', h, pg_catalog.lpad(i::text, 2, '0')));
-        END LOOP;
-        body := pg_catalog.format($f$
-CREATE FUNCTION lease._observe_%1$s(us bigint)
+        EXECUTE pg_catalog.format($f$
+CREATE FUNCTION lease._observe_%1$s(held interval)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     ignored bigint;
     ms bigint;
-    bit integer := 0;
+    bit integer := 1;
 BEGIN
-    IF us IS NULL THEN
-        RETURN;
+    ignored := pg_catalog.nextval(('%2$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
+        '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1]);
+    IF held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval THEN
+        -- At most 2^40 - 1 ms (34 years).
+        ms := LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held) OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
+                    1099511627775)::pg_catalog.int8;
+        WHILE ms OPERATOR(pg_catalog.>) 0 LOOP
+            IF ms OPERATOR(pg_catalog.&) 1 OPERATOR(pg_catalog.=) 1 THEN
+                ignored := pg_catalog.nextval(('%3$s'::pg_catalog.regclass[])[bit]);
+            END IF;
+            ms := ms OPERATOR(pg_catalog.>>) 1;
+            bit := bit OPERATOR(pg_catalog.+) 1;
+        END LOOP;
     END IF;
-    IF us OPERATOR(pg_catalog.<) 0 THEN
-        us := 0;
-    END IF;
-    ignored := CASE%2$s
-        ELSE pg_catalog.nextval('lease.metric_%1$s_bucket_15'::pg_catalog.regclass) END;
-    ms := LEAST((us OPERATOR(pg_catalog.+) 500) OPERATOR(pg_catalog./) 1000, 1099511627775);
-    WHILE ms OPERATOR(pg_catalog.<>) 0 LOOP
-        IF ms OPERATOR(pg_catalog.&) 1 OPERATOR(pg_catalog.=) 1 THEN
-            ignored := CASE bit%3$s END;
-        END IF;
-        ms := ms OPERATOR(pg_catalog.>>) 1;
-        bit := bit OPERATOR(pg_catalog.+) 1;
-    END LOOP;
 END $$;
-$f$, h, buckets, bits);
-        EXECUTE body;
+$f$, h,
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+               FROM pg_catalog.generate_series(0, 15) AS i),
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_bit_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+               FROM pg_catalog.generate_series(0, 39) AS i));
     END LOOP;
 END $do$;
 
--- A grant's hold, observed when it is released, revoked or found expired:
--- from its grant to its end (now, or its expiry if that came first).
-CREATE FUNCTION lease._hold_ended(acquired_at timestamptz, expires_at timestamptz)
-RETURNS void
-LANGUAGE sql VOLATILE
-AS $$
-    SELECT lease._observe_hold((pg_catalog.date_part('epoch'::text,
-               LEAST(expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) acquired_at)
-               OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8)
-$$;
+-- A grant's hold is observed (lease._observe_hold) when it is released,
+-- revoked or found expired: from its grant to its end (now, or its expiry if
+-- that came first), as the extension's.
 
 -- The wait clock (docs/sql-edition.md, "Observability"): a waiting acquire
 -- holds, to the end of its transaction, (19540 "LT", its mode in the low 2
