@@ -256,79 +256,29 @@ AS $$
 DECLARE
     ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
     xid xid8 := pg_catalog.pg_current_xact_id();
-    ordinal bigint;
-    recording boolean := true;
-    notify text := 'watched';
+    ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
+                      OPERATOR(pg_catalog.+) 1;
+    -- lease.record_history and lease.notify_events, '/' when neither is set
+    -- (docs/sql-edition.md, "Observability").
+    settings text := pg_catalog.concat(pg_catalog.current_setting('lease.record_history', true), '/',
+                                       pg_catalog.current_setting('lease.notify_events', true));
 BEGIN
-    IF event OPERATOR(pg_catalog.=) 'expired' THEN
-        ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+    IF settings OPERATOR(pg_catalog.<>) '/' THEN
+        ignored := lease._history_as_set(event, name, token, owner, role, session);
+        RETURN;
     END IF;
-    -- lease.record_history and lease.notify_events: read further only when
-    -- either is set (docs/sql-edition.md, "Observability").
-    IF pg_catalog.concat(pg_catalog.current_setting('lease.record_history', true),
-                         pg_catalog.current_setting('lease.notify_events', true)) OPERATOR(pg_catalog.<>) '' THEN
-        SELECT x.recording, x.notify INTO recording, notify FROM lease._event_settings() AS x;
-    END IF;
+    ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     -- This session granted, released, revoked or ended something: the fence
     -- pass it remembers is checked again (lease.fenced_write).
     ignored := pg_catalog.set_config('lease.sql_fence_pass', '', true);
-    IF recording THEN
-        ordinal := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
-                   OPERATOR(pg_catalog.+) 1;
-        ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
-        INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
-        VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
-    END IF;
-    IF (CASE WHEN notify OPERATOR(pg_catalog.=) 'watched' THEN lease._watched()
-             ELSE notify OPERATOR(pg_catalog.=) 'always' END) THEN
+    INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
+    IF lease._watched() THEN
         PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s}',
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s}',
             pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
-            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'),
-            CASE WHEN recording THEN pg_catalog.format('"%s/%s"', xid, ordinal) ELSE 'null' END,
+            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
             CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
-    ELSIF notify OPERATOR(pg_catalog.=) 'off' THEN
-        -- Not sent: a settling lease.events_horizon waits for this transaction.
-        ignored := pg_catalog.pg_advisory_xact_lock_shared(19535, 0);
-    END IF;
-END $$;
-
--- The settings lease.record_history (a boolean, default on) and
--- lease.notify_events (off, watched or always; default watched), when either
--- is set: honoured in an admin's connection only (any role may SET a custom
--- setting; the extension's are superuser settings), a bad value an error
--- there (22023, as the extension's SET would be).
-CREATE FUNCTION lease._event_settings(OUT recording boolean, OUT notify text)
-RETURNS record
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    rec text := COALESCE(pg_catalog.current_setting('lease.record_history', true), '');
-    ntf text := pg_catalog.lower(COALESCE(pg_catalog.current_setting('lease.notify_events', true), ''));
-BEGIN
-    recording := true;
-    notify := 'watched';
-    IF NOT lease._is_admin(lease._caller()) THEN
-        RETURN;
-    END IF;
-    IF rec OPERATOR(pg_catalog.<>) '' THEN
-        BEGIN
-            recording := rec::boolean;
-        EXCEPTION WHEN invalid_text_representation THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = pg_catalog.format('invalid value for parameter "lease.record_history": "%s"', rec),
-                HINT = 'Available values: on, off.';
-        END;
-    END IF;
-    IF ntf OPERATOR(pg_catalog.<>) '' THEN
-        IF ntf OPERATOR(pg_catalog.<>) ALL (ARRAY['off', 'watched', 'always']) THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = pg_catalog.format('invalid value for parameter "lease.notify_events": "%s"',
-                                            pg_catalog.current_setting('lease.notify_events', true)),
-                HINT = 'Available values: off, watched, always.';
-        END IF;
-        notify := ntf;
     END IF;
 END $$;
 
@@ -603,7 +553,8 @@ BEGIN
     IF NOT exclusive AND r.owner IS NOT NULL THEN
         -- A lease that expired unreported (its session ended): reported here.
         ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
-        ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
+        ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+        ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     -- The holders this grant ends: ended ones reported as expired, the
@@ -613,7 +564,8 @@ BEGIN
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
             ignored := lease._history('expired', name, h.token, h.owner, h.role);
-            ignored := lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
+            ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+            ignored := lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -625,7 +577,8 @@ BEGIN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
                 ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
-                ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
+                ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+                ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
                 ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
@@ -1441,7 +1394,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, h.owner, h.role);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        ignored := lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
+        ignored := lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
         ignored := lease._wake_line(name);
     ELSE
         UPDATE lease.holders AS x
@@ -1582,7 +1535,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, r.owner, r.role, r.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-        ignored := lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
+        ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := lease._wake_line(name);
         RETURN true;
     EXCEPTION WHEN SQLSTATE 'LFNOP' THEN
@@ -1619,8 +1572,9 @@ BEGIN
     IF r.owner IS NOT NULL THEN
         IF NOT live THEN
             PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
         END IF;
-        PERFORM lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
+        PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
@@ -1632,8 +1586,9 @@ BEGIN
             IF FOUND THEN
                 IF h.expires_at OPERATOR(pg_catalog.<=) now THEN
                     PERFORM lease._history('expired', name, h.token, h.owner, h.role);
+                    PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
                 END IF;
-                PERFORM lease._observe_hold(LEAST(h.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) h.acquired_at);
+                PERFORM lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
             END IF;
         END LOOP;
     END IF;
@@ -2125,6 +2080,7 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', candidate, r.token, r.owner, r.role, r.session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
             PERFORM lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
@@ -2156,6 +2112,7 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
             PERFORM lease._observe_hold(LEAST(gone.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) gone.acquired_at);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
@@ -2542,6 +2499,7 @@ BEGIN
         -- The leases of a session that had already ended expired with it.
         IF NOT was_live THEN
             PERFORM lease._history('expired', freed.name, freed.token, r.owner, r.role, session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
         END IF;
         PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) freed.acquired_at);
         PERFORM lease._wake_line(freed.name);
@@ -2820,7 +2778,7 @@ BEGIN
         IF FOUND THEN
             ignored := lease._history('released', key, token, l.owner, l.role, l.session);
             ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
-            ignored := lease._observe_hold(LEAST(l.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) l.acquired_at);
+            ignored := lease._observe_hold(LEAST(l.expires_at, now) OPERATOR(pg_catalog.-) l.acquired_at);
             ignored := lease._wake_line(key);
         END IF;
     END IF;
@@ -2922,12 +2880,13 @@ COMMENT ON FUNCTION lease.prune_idempotency() IS
 -- The figures the extension counts in shared memory (lease.metric_figures):
 -- here in sequences, which count what rolls back too, as the extension's
 -- atomics do, but keep their values across server restarts. Expiries: one
--- sequence (counted by lease._history for every expired event). The wait
+-- sequence, moved wherever an expired event is written. The wait
 -- and hold histograms: per histogram, one sequence per bucket (not
--- cumulative; 15 finite buckets and +Inf) and, for the sum, one sequence per
--- bit of an observation in milliseconds (bit k counts the observations with
--- bit k set: the sum is the sum of count_k * 2^k), because a sequence can
--- only add its fixed increment atomically.
+-- cumulative; 15 finite buckets and +Inf), and for the sum, in milliseconds,
+-- 16 sequences, each a share of it that the backends whose pid is that
+-- share's number modulo 16 add to by setval, under the share's lock (19541
+-- "LU", 16 * histogram + share) to the end of their transaction: a sequence
+-- adds atomically only its fixed increment.
 CREATE SEQUENCE lease.stat_expiries AS bigint MINVALUE 1 START 1 NO CYCLE;
 
 DO $$
@@ -2940,9 +2899,9 @@ BEGIN
             EXECUTE pg_catalog.format('CREATE SEQUENCE lease.%I AS bigint MINVALUE 1 START 1 NO CYCLE',
                                       pg_catalog.format('metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')));
         END LOOP;
-        FOR i IN 0 .. 39 LOOP
-            EXECUTE pg_catalog.format('CREATE SEQUENCE lease.%I AS bigint MINVALUE 1 START 1 NO CYCLE',
-                                      pg_catalog.format('metric_%s_ms_bit_%s', h, pg_catalog.lpad(i::text, 2, '0')));
+        FOR i IN 0 .. 15 LOOP
+            EXECUTE pg_catalog.format('CREATE SEQUENCE lease.%I AS bigint MINVALUE 0 START 0 NO CYCLE',
+                                      pg_catalog.format('metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')));
         END LOOP;
     END LOOP;
 END $$;
@@ -2955,45 +2914,45 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.float8[] $$;
 
 -- Counts one observation of a histogram ('wait' or 'hold'), a duration: its
--- bucket (width_bucket counts the bounds below it), and the bits of its
--- milliseconds (rounded, as the extension's sum). Made at installation, with
--- the sequences as array constants: every function call in an expression is
--- set up again in each transaction (bench/sql-edition-instructions).
+-- bucket (width_bucket counts the bounds below it), and its milliseconds
+-- (rounded, as the extension's sum; none below half a millisecond). SQL, so
+-- that it is inlined where its argument is not volatile; made at
+-- installation, with the sequences as array constants: every function call
+-- in an expression is set up again in each transaction.
 DO $do$
 DECLARE
     h text;
+    n integer := 0;
 BEGIN
     FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
         EXECUTE pg_catalog.format($f$
-CREATE FUNCTION lease._observe_%1$s(held interval)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
+CREATE FUNCTION lease._add_%1$s_ms(held interval)
+RETURNS bigint
+LANGUAGE sql VOLATILE
 AS $$
-DECLARE
-    ignored bigint;
-    ms bigint;
-    bit integer := 1;
-BEGIN
-    ignored := pg_catalog.nextval(('%2$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
-        '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1]);
-    IF held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval THEN
-        -- At most 2^40 - 1 ms (34 years).
-        ms := LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held) OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
-                    1099511627775)::pg_catalog.int8;
-        WHILE ms OPERATOR(pg_catalog.>) 0 LOOP
-            IF ms OPERATOR(pg_catalog.&) 1 OPERATOR(pg_catalog.=) 1 THEN
-                ignored := pg_catalog.nextval(('%3$s'::pg_catalog.regclass[])[bit]);
-            END IF;
-            ms := ms OPERATOR(pg_catalog.>>) 1;
-            bit := bit OPERATOR(pg_catalog.+) 1;
-        END LOOP;
-    END IF;
-END $$;
-$f$, h,
-            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+    -- CASE evaluates in order: the share's lock first. At most 2^50 ms.
+    SELECT CASE WHEN pg_catalog.pg_advisory_xact_lock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16)) IS NULL
+                THEN 0
+                ELSE pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1],
+                         COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1]), 0)
+                         OPERATOR(pg_catalog.+) LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held) OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
+                                                      1125899906842623)::pg_catalog.int8) END
+$$;
+CREATE FUNCTION lease._observe_%1$s(held interval)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.nextval(('%4$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
+               '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1])
+           OPERATOR(pg_catalog.+) CASE WHEN held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval
+                                       THEN lease._add_%1$s_ms(held) ELSE 0 END
+$$;
+$f$, h, n * 16,
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
                FROM pg_catalog.generate_series(0, 15) AS i),
-            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_bit_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
-               FROM pg_catalog.generate_series(0, 39) AS i));
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+               FROM pg_catalog.generate_series(0, 15) AS i));
+        n := n + 1;
     END LOOP;
 END $do$;
 
@@ -3161,9 +3120,8 @@ BEGIN
                    ORDER BY i)
           INTO counts FROM pg_catalog.generate_series(0, 15) AS i;
         SELECT pg_catalog.sum(COALESCE(pg_catalog.pg_sequence_last_value(
-                   pg_catalog.format('lease.metric_%s_ms_bit_%s', h, pg_catalog.lpad(i::text, 2, '0'))::pg_catalog.regclass), 0)
-                   OPERATOR(pg_catalog.*) (2::numeric OPERATOR(pg_catalog.^) i))
-          INTO sum_ms FROM pg_catalog.generate_series(0, 39) AS i;
+                   pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0'))::pg_catalog.regclass), 0))
+          INTO sum_ms FROM pg_catalog.generate_series(0, 15) AS i;
         -- Cumulative: bucket i counts every observation up to its bound.
         SELECT pg_catalog.array_agg(c ORDER BY i) INTO counts
           FROM (SELECT i, (pg_catalog.sum(x) OVER (ORDER BY i))::bigint AS c
@@ -3309,6 +3267,66 @@ END $$;
 
 COMMENT ON FUNCTION lease.prune_history() IS
     'Admin: deletes history rows older than lease.history_retention; returns how many.';
+
+-- lease._history when lease.record_history or lease.notify_events is set:
+-- the settings (a boolean, default on; off, watched or always, default
+-- watched) are honoured in an admin's connection only (any role may SET a
+-- custom setting; the extension's are superuser settings), a bad value is an
+-- error there (22023, as the extension's SET would be).
+CREATE FUNCTION lease._history_as_set(event text, name text, token bigint, owner text, role regrole, session bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := COALESCE(pg_catalog.current_setting('lease.record_history', true), '');
+    ntf text := pg_catalog.lower(COALESCE(pg_catalog.current_setting('lease.notify_events', true), ''));
+    recording boolean := true;
+    notify text := 'watched';
+    xid xid8 := pg_catalog.pg_current_xact_id();
+    ordinal bigint;
+BEGIN
+    IF lease._is_admin(lease._caller()) THEN
+        IF rec OPERATOR(pg_catalog.<>) '' THEN
+            BEGIN
+                recording := rec::boolean;
+            EXCEPTION WHEN invalid_text_representation THEN
+                RAISE EXCEPTION USING ERRCODE = '22023',
+                    MESSAGE = pg_catalog.format('invalid value for parameter "lease.record_history": "%s"', rec),
+                    HINT = 'Available values: on, off.';
+            END;
+        END IF;
+        IF ntf OPERATOR(pg_catalog.<>) '' THEN
+            IF ntf OPERATOR(pg_catalog.<>) ALL (ARRAY['off', 'watched', 'always']) THEN
+                RAISE EXCEPTION USING ERRCODE = '22023',
+                    MESSAGE = pg_catalog.format('invalid value for parameter "lease.notify_events": "%s"',
+                                                pg_catalog.current_setting('lease.notify_events', true)),
+                    HINT = 'Available values: off, watched, always.';
+            END IF;
+            notify := ntf;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
+    IF recording THEN
+        ordinal := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
+                   OPERATOR(pg_catalog.+) 1;
+        PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+        INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+        VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
+    END IF;
+    IF (CASE WHEN notify OPERATOR(pg_catalog.=) 'watched' THEN lease._watched()
+             ELSE notify OPERATOR(pg_catalog.=) 'always' END) THEN
+        PERFORM pg_catalog.pg_notify('lease_events', pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s}',
+            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
+            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'),
+            CASE WHEN recording THEN pg_catalog.format('"%s/%s"', xid, ordinal) ELSE 'null' END,
+            CASE WHEN event OPERATOR(pg_catalog.=) 'acquired' THEN ', "value": null' ELSE '' END));
+    ELSIF notify OPERATOR(pg_catalog.=) 'off' THEN
+        -- Not sent: a settling lease.events_horizon waits for this transaction.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19535, 0);
+    END IF;
+END $$;
 
 -- The oldest transaction still in progress: every event whose xid is older
 -- is in lease.history or never will be. Sent to this connection on channel
