@@ -2883,10 +2883,9 @@ COMMENT ON FUNCTION lease.prune_idempotency() IS
 -- sequence, moved wherever an expired event is written. The wait
 -- and hold histograms: per histogram, one sequence per bucket (not
 -- cumulative; 15 finite buckets and +Inf), and for the sum, in milliseconds,
--- 16 sequences, each a share of it that the backends whose pid is that
--- share's number modulo 16 add to by setval, under the share's lock (19541
--- "LU", 16 * histogram + share) to the end of their transaction: a sequence
--- adds atomically only its fixed increment.
+-- 16 sequences, each a share of it that a backend adds to by setval under
+-- the share's lock (19541 "LU", 16 * histogram + share), held for that
+-- moment only: a sequence adds atomically only its fixed increment.
 CREATE SEQUENCE lease.stat_expiries AS bigint MINVALUE 1 START 1 NO CYCLE;
 
 DO $$
@@ -2926,17 +2925,46 @@ DECLARE
 BEGIN
     FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
         EXECUTE pg_catalog.format($f$
-CREATE FUNCTION lease._add_%1$s_ms(held interval)
+CREATE FUNCTION lease._add_%1$s_ms_elsewhere(ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    ignored text;
+    k integer := pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16;
+    i integer := 1;
+    s pg_catalog.regclass;
+BEGIN
+    -- The other shares in turn, tried; when every one is busy, this
+    -- backend's own, waited for (it is held only for a moment).
+    WHILE i OPERATOR(pg_catalog.<) 16
+          AND NOT pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) ((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16)) LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    IF i OPERATOR(pg_catalog.=) 16 THEN
+        i := 0;
+        ignored := pg_catalog.pg_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) k);
+    END IF;
+    s := ('%3$s'::pg_catalog.regclass[])[((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16) OPERATOR(pg_catalog.+) 1];
+    ignored := pg_catalog.setval(s, COALESCE(pg_catalog.pg_sequence_last_value(s), 0) OPERATOR(pg_catalog.+) ms);
+    ignored := pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) ((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16));
+    RETURN 0;
+END $$;
+CREATE FUNCTION lease._add_%1$s_ms(ms bigint)
 RETURNS bigint
 LANGUAGE sql VOLATILE
 AS $$
-    -- CASE evaluates in order: the share's lock first. At most 2^50 ms.
-    SELECT CASE WHEN pg_catalog.pg_advisory_xact_lock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16)) IS NULL
-                THEN 0
-                ELSE pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1],
-                         COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1]), 0)
-                         OPERATOR(pg_catalog.+) LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held) OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
-                                                      1125899906842623)::pg_catalog.int8) END
+    -- This backend's share (its pid modulo 16), locked at session level for
+    -- the moment of its read and setval only: tried, so that a share busy, or
+    -- left locked by an error in that moment, sends it to another share
+    -- rather than making it wait. CASE evaluates in order.
+    SELECT CASE WHEN pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16))
+                THEN CASE WHEN pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1],
+                                   COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1]), 0)
+                                   OPERATOR(pg_catalog.+) ms) IS NULL THEN 0
+                          WHEN pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16)) THEN 0
+                          ELSE 0 END
+                ELSE lease._add_%1$s_ms_elsewhere(ms) END
 $$;
 CREATE FUNCTION lease._observe_%1$s(held interval)
 RETURNS bigint
@@ -2945,7 +2973,10 @@ AS $$
     SELECT pg_catalog.nextval(('%4$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
                '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1])
            OPERATOR(pg_catalog.+) CASE WHEN held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval
-                                       THEN lease._add_%1$s_ms(held) ELSE 0 END
+                                       THEN lease._add_%1$s_ms(LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held)
+                                                                     OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
+                                                                     1125899906842623)::pg_catalog.int8)
+                                       ELSE 0 END
 $$;
 $f$, h, n * 16,
             (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'

@@ -1033,6 +1033,26 @@ report "$(awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y
     "lease.metrics: a 100 ms grant found expired adds 0.1 s to hold_seconds_sum (le=0.1, not le=0.05); a 300 ms wait, 0.3 s to wait_seconds_sum (le=0.5, not le=0.1)" \
     "before $before, after $after"
 
+# The sums' shares: an observation takes its share's lock for a moment;
+# with every share of the hold sum locked elsewhere it waits, and with all
+# but share 5 locked it adds to share 5 (docs/sql-edition.md, "Observability").
+oq -c "SELECT pg_advisory_lock(19541, 16 + i) FROM generate_series(0, 15) AS i" -c "SELECT pg_sleep(1.5)" >/dev/null &
+locker=$!
+sleep 0.5
+out=$(oq -c "SELECT clock_timestamp()" -c "SELECT lease._observe_hold('20 milliseconds') IS NOT NULL" -c "SELECT clock_timestamp()" | tr '\n' '|')
+wait "$locker"
+waited=$(oq -c "SELECT extract(epoch FROM '$(cut -d'|' -f3 <<<"$out")'::timestamptz - '$(cut -d'|' -f1 <<<"$out")'::timestamptz) > 0.5")
+oq -c "SELECT pg_advisory_lock(19541, 16 + i) FROM generate_series(0, 15) AS i WHERE i <> 5" -c "SELECT pg_sleep(1.5)" >/dev/null &
+locker=$!
+sleep 0.5
+before=$(oq -c "SELECT coalesce(pg_sequence_last_value('lease.metric_hold_ms_05'), 0)")
+oq -c "SELECT lease._observe_hold('10 milliseconds')" >/dev/null
+after=$(oq -c "SELECT coalesce(pg_sequence_last_value('lease.metric_hold_ms_05'), 0)")
+wait "$locker"
+report "$([ "$waited" = t ] && [ $((after - before)) = 10 ] && [ "$(oq -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19541")" = 0 ]; echo $?)" \
+    "lease.metrics: a hold observed while every share of the sum is locked waits for one; with all but share 5 locked, it adds its 10 ms to share 5; no share lock is left" \
+    "$out waited $waited; share 5: $before then $after"
+
 # The settings: honoured in the owner's connection, ignored in lease_app's
 # (which may SET them: no extension defines them); a bad value is 22023.
 out=$(oapp -c "SET lease.record_history = off" -c "SET lease.notify_events = always" -c "LISTEN lease_events" \
