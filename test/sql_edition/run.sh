@@ -975,7 +975,7 @@ started=$(oq -c "SELECT clock_timestamp()")
 # waiting N: whether N backends are in a line of this database (each waiter
 # is started once the one before is in line, so their order is known).
 waiting() { [ "$(oq -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19537 AND mode = 'ExclusiveLock'")" = "$1" ]; }
-in_line() { local i; for i in $(seq 200); do waiting "$1" && return 0; sleep 0.05; done; return 1; }
+in_line() { local _; for _ in $(seq 200); do waiting "$1" && return 0; sleep 0.05; done; return 1; }
 oapp -c "SELECT lease.lease_acquire('ow', 'w1', '1 hour', '30 s')" >"$WORK/ow1.out" &
 ow1=$!
 in_line 1
