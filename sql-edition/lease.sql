@@ -450,8 +450,16 @@ DECLARE
     xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
                       OPERATOR(pg_catalog.+) 1;
+    -- lease.record_history and lease.notify_events, '/' when neither is set
+    -- (docs/sql-edition.md, "Observability").
+    settings text := pg_catalog.concat(pg_catalog.current_setting('lease.record_history', true), '/',
+                                       pg_catalog.current_setting('lease.notify_events', true));
     payload text;
 BEGIN
+    IF settings OPERATOR(pg_catalog.<>) '/' THEN
+        ignored := lease._history_as_set(event, name, token, owner, role, session, value);
+        RETURN;
+    END IF;
     ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
     -- This session granted, released, revoked or ended something: the fence
     -- pass it remembers is checked again (lease.fenced_write).
@@ -486,8 +494,13 @@ LANGUAGE sql VOLATILE
 AS $$
     -- SQL, so that it is inlined; CASE evaluates in order: the unlock only
     -- after a successful try.
+    -- Nobody watches: this transaction takes the settle lock (19535 "LO", 0)
+    -- in share mode to its end, before it lets go of the watch lock, so that
+    -- a settling lease.events_horizon waits for it (AND evaluates in order).
     SELECT CASE WHEN pg_catalog.current_setting('lease.sql_watching', true) OPERATOR(pg_catalog.=) 'on' THEN true
-                WHEN pg_catalog.pg_try_advisory_lock(19534, 0) THEN NOT pg_catalog.pg_advisory_unlock(19534, 0)
+                WHEN pg_catalog.pg_try_advisory_lock(19534, 0)
+                THEN NOT (pg_catalog.pg_advisory_xact_lock_shared(19535, 0) IS NOT NULL
+                          AND pg_catalog.pg_advisory_unlock(19534, 0))
                 ELSE true END
 $$;
 
@@ -743,6 +756,8 @@ BEGIN
     IF NOT exclusive AND r.owner IS NOT NULL THEN
         -- A lease that expired unreported (its session ended): reported here.
         ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
+        ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+        ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
     -- The holders this grant ends: ended ones reported as expired, the
@@ -752,6 +767,8 @@ BEGIN
     IF pg_catalog.cardinality(ended) OPERATOR(pg_catalog.>) 0 THEN
         FOR h IN DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) ANY (ended) RETURNING x.* LOOP
             ignored := lease._history('expired', name, h.token, h.owner, h.role, h.session);
+            ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+            ignored := lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
         END LOOP;
         ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
     END IF;
@@ -763,6 +780,8 @@ BEGIN
         IF found_row THEN
             IF r.owner IS NOT NULL AND NOT live THEN
                 ignored := lease._history('expired', name, r.token, r.owner, r.role, r.session);
+                ignored := pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+                ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
                 ignored := pg_catalog.nextval('lease.stat_takeovers'::pg_catalog.regclass);
             END IF;
             UPDATE lease.leases AS l
@@ -1178,6 +1197,7 @@ BEGIN
     SELECT pg_catalog.array_agg(lease._name_key(x.n) ORDER BY x.i) INTO keys
       FROM pg_catalog.unnest(names) WITH ORDINALITY AS x(n, i);
     PERFORM pg_catalog.nextval('lease.stat_waits'::pg_catalog.regclass);
+    PERFORM lease._wait_clock_start(mode, started, caller);   -- lease.waiters, lease.metrics
     deadline := started OPERATOR(pg_catalog.+) lease._ttl(wait, 'wait');
     saved_timeout := pg_catalog.current_setting('lock_timeout');
     user_timeout_ms := (pg_catalog.date_part('epoch'::text, saved_timeout::pg_catalog.interval)
@@ -1321,11 +1341,13 @@ BEGIN
     END;
     PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
     IF toks IS NOT NULL THEN
+        PERFORM lease._observe_wait(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started);
         RETURN toks;
     END IF;
     IF user_deadline IS NOT NULL AND user_deadline OPERATOR(pg_catalog.<=) deadline THEN
         RAISE EXCEPTION USING ERRCODE = '55P03', MESSAGE = 'canceling statement due to lock timeout';
     END IF;
+    PERFORM lease._observe_wait(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started);
     PERFORM pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
     RETURN NULL;
 END $$;
@@ -1622,6 +1644,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, h.owner, h.role, h.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        ignored := lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
         ignored := lease._wake_line(name);
     ELSE
         UPDATE lease.holders AS x
@@ -1762,6 +1785,7 @@ BEGIN
         END IF;
         ignored := lease._history('released', name, token, r.owner, r.role, r.session);
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+        ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := lease._wake_line(name);
         IF r.session IS NOT NULL THEN
             ignored := lease._pool_unassign_name(name);     -- a pool resource's grant ended
@@ -1798,18 +1822,26 @@ BEGIN
     END IF;
     now := pg_catalog.clock_timestamp();
     live := lease._live(r.expires_at, r.session, now);
-    IF r.owner IS NOT NULL AND NOT live THEN
-        PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
+    IF r.owner IS NOT NULL THEN
+        IF NOT live THEN
+            PERFORM lease._history('expired', name, r.token, r.owner, r.role, r.session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+        END IF;
+        PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
     END IF;
     IF r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
         -- Every holder: wait for its fenced writes already past the check
         -- (its holder lock), then end it; one that had expired is reported.
-        FOR h IN SELECT x.token, x.owner, x.role, x.expires_at, x.session FROM lease.holders AS x
+        FOR h IN SELECT x.token, x.owner, x.role, x.acquired_at, x.expires_at, x.session FROM lease.holders AS x
                   WHERE x.name OPERATOR(pg_catalog.=) lease_revoke.name ORDER BY x.token LOOP
             PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
             DELETE FROM lease.holders AS x WHERE x.token OPERATOR(pg_catalog.=) h.token;
-            IF FOUND AND NOT lease._live(h.expires_at, h.session, now) THEN
-                PERFORM lease._history('expired', name, h.token, h.owner, h.role, h.session);
+            IF FOUND THEN
+                IF NOT lease._live(h.expires_at, h.session, now) THEN
+                    PERFORM lease._history('expired', name, h.token, h.owner, h.role, h.session);
+                    PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+                END IF;
+                PERFORM lease._observe_hold(LEAST(h.expires_at, now) OPERATOR(pg_catalog.-) h.acquired_at);
             END IF;
         END LOOP;
     END IF;
@@ -2319,6 +2351,8 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', candidate, r.token, r.owner, r.role, r.session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+            PERFORM lease._observe_hold(LEAST(r.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) r.acquired_at);
             UPDATE lease.leases AS l
                SET owner = NULL, expires_at = LEAST(l.expires_at, pg_catalog.clock_timestamp()), session = NULL
              WHERE l.name OPERATOR(pg_catalog.=) candidate;
@@ -2353,6 +2387,8 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
             END IF;
             PERFORM lease._history('expired', gone.name, gone.token, gone.owner, gone.role, gone.session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
+            PERFORM lease._observe_hold(LEAST(gone.expires_at, pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.-) gone.acquired_at);
             PERFORM lease._wake_line(gone.name);
             n := n OPERATOR(pg_catalog.+) 1;
         EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
@@ -2736,12 +2772,14 @@ BEGIN
         UPDATE lease.leases AS l
            SET owner = NULL, expires_at = LEAST(l.expires_at, now), session = NULL
          WHERE l.session OPERATOR(pg_catalog.=) session_close.session AND l.owner IS NOT NULL
-        RETURNING l.name, l.token
+        RETURNING l.name, l.token, l.acquired_at
     LOOP
         -- The leases of a session that had already ended expired with it.
         IF NOT was_live THEN
             PERFORM lease._history('expired', freed.name, freed.token, r.owner, r.role, session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
         END IF;
+        PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) freed.acquired_at);
         PERFORM lease._wake_line(freed.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
@@ -3036,6 +3074,7 @@ BEGIN
         IF FOUND THEN
             ignored := lease._history('released', key, token, l.owner, l.role, l.session);
             ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
+            ignored := lease._observe_hold(LEAST(l.expires_at, now) OPERATOR(pg_catalog.-) l.acquired_at);
             ignored := lease._wake_line(key);
         END IF;
     END IF;
@@ -4198,6 +4237,553 @@ END $$;
 COMMENT ON FUNCTION lease.checkpoint(text, bigint, jsonb) IS
     'Stores a holder''s progress under its token (false for a stale or expired one); the next holder receives it.';
 
+-- Observability (docs/sql-edition.md, "Observability"): lease.waiters,
+-- lease.metrics and its figures, lease.prune_history and lease.events_horizon.
+-- ------------------------------------------------------------------------------
+
+-- The figures the extension counts in shared memory (lease.metric_figures):
+-- here in sequences, which count what rolls back too, as the extension's
+-- atomics do, but keep their values across server restarts. Expiries: one
+-- sequence, moved wherever an expired event is written. The wait
+-- and hold histograms: per histogram, one sequence per bucket (not
+-- cumulative; 15 finite buckets and +Inf), and for the sum, in milliseconds,
+-- 16 sequences, each a share of it that a backend adds to by setval under
+-- the share's lock (19541 "LU", 16 * histogram + share), held for that
+-- moment only: a sequence adds atomically only its fixed increment.
+CREATE SEQUENCE lease.stat_expiries AS bigint MINVALUE 1 START 1 NO CYCLE;
+
+DO $$
+DECLARE
+    h text;
+    i integer;
+BEGIN
+    FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
+        FOR i IN 0 .. 15 LOOP
+            EXECUTE pg_catalog.format('CREATE SEQUENCE lease.%I AS bigint MINVALUE 1 START 1 NO CYCLE',
+                                      pg_catalog.format('metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')));
+        END LOOP;
+        FOR i IN 0 .. 15 LOOP
+            EXECUTE pg_catalog.format('CREATE SEQUENCE lease.%I AS bigint MINVALUE 0 START 0 NO CYCLE',
+                                      pg_catalog.format('metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')));
+        END LOOP;
+    END LOOP;
+END $$;
+
+-- The upper bounds of the finite buckets, in seconds, as lease.metrics names
+-- them (the extension's).
+CREATE FUNCTION lease._metric_bounds()
+RETURNS float8[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.float8[] $$;
+
+-- Counts one observation of a histogram ('wait' or 'hold'), a duration: its
+-- bucket (width_bucket counts the bounds below it), and its milliseconds
+-- (rounded, as the extension's sum; none below half a millisecond). SQL, so
+-- that it is inlined where its argument is not volatile; made at
+-- installation, with the sequences as array constants: every function call
+-- in an expression is set up again in each transaction.
+DO $do$
+DECLARE
+    h text;
+    n integer := 0;
+BEGIN
+    FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
+        EXECUTE pg_catalog.format($f$
+CREATE FUNCTION lease._add_%1$s_ms_elsewhere(ms bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    ignored text;
+    k integer := pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16;
+    i integer := 1;
+    s pg_catalog.regclass;
+BEGIN
+    -- The other shares in turn, tried; when every one is busy, this
+    -- backend's own, waited for (it is held only for a moment).
+    WHILE i OPERATOR(pg_catalog.<) 16
+          AND NOT pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) ((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16)) LOOP
+        i := i OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    IF i OPERATOR(pg_catalog.=) 16 THEN
+        i := 0;
+        ignored := pg_catalog.pg_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) k);
+    END IF;
+    s := ('%3$s'::pg_catalog.regclass[])[((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16) OPERATOR(pg_catalog.+) 1];
+    ignored := pg_catalog.setval(s, COALESCE(pg_catalog.pg_sequence_last_value(s), 0) OPERATOR(pg_catalog.+) ms);
+    ignored := pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) ((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16));
+    RETURN 0;
+END $$;
+CREATE FUNCTION lease._add_%1$s_ms(ms bigint)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    -- This backend's share (its pid modulo 16), locked at session level for
+    -- the moment of its read and setval only: tried, so that a share busy, or
+    -- left locked by an error in that moment, sends it to another share
+    -- rather than making it wait. CASE evaluates in order.
+    SELECT CASE WHEN pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16))
+                THEN CASE WHEN pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1],
+                                   COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1]), 0)
+                                   OPERATOR(pg_catalog.+) ms) IS NULL THEN 0
+                          WHEN pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16)) THEN 0
+                          ELSE 0 END
+                ELSE lease._add_%1$s_ms_elsewhere(ms) END
+$$;
+CREATE FUNCTION lease._observe_%1$s(held interval)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.nextval(('%4$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
+               '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1])
+           OPERATOR(pg_catalog.+) CASE WHEN held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval
+                                       THEN lease._add_%1$s_ms(LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held)
+                                                                     OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
+                                                                     1125899906842623)::pg_catalog.int8)
+                                       ELSE 0 END
+$$;
+$f$, h, n * 16,
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+               FROM pg_catalog.generate_series(0, 15) AS i),
+            (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
+               FROM pg_catalog.generate_series(0, 15) AS i));
+        n := n + 1;
+    END LOOP;
+END $do$;
+
+-- A grant's hold is observed (lease._observe_hold) when it is released,
+-- revoked or found expired: from its grant to its end (now, or its expiry if
+-- that came first), as the extension's.
+
+-- The wait clock (docs/sql-edition.md, "Observability"): a waiting acquire
+-- holds, to the end of its transaction, (19540 "LT", its mode in the low 2
+-- bits, above them the milliseconds since 2000-01-01 at which it began,
+-- modulo 2^30) and (19538 "LR", the oid of the role it waits for), both in
+-- share mode; lease.waiters and lease.metrics read them from pg_locks for
+-- the backends in a name's line.
+CREATE FUNCTION lease._wait_clock_key(mode text, at timestamptz)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (CASE WHEN v OPERATOR(pg_catalog.>=) 2147483648 THEN v OPERATOR(pg_catalog.-) 4294967296 ELSE v END)::pg_catalog.int4
+      FROM (SELECT (((pg_catalog.floor((pg_catalog.date_part('epoch'::text, at) OPERATOR(pg_catalog.-) 946684800)
+                                        OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
+                      OPERATOR(pg_catalog.&) 1073741823) OPERATOR(pg_catalog.<<) 2)
+                    OPERATOR(pg_catalog.|) CASE mode WHEN 'exclusive' THEN 0 WHEN 'shared' THEN 1
+                                                     WHEN 'semaphore' THEN 2 ELSE 3 END) AS v) AS x
+$$;
+
+-- Starts the clock of a wait that began at started.
+CREATE FUNCTION lease._wait_clock_start(mode text, started timestamptz, caller regrole)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+AS $$
+    -- Tried: a key an application holds exclusively only leaves the wait
+    -- without its clock (lease.waiters shows NULL).
+    SELECT pg_catalog.pg_try_advisory_xact_lock_shared(19540, lease._wait_clock_key(mode, started))
+       AND pg_catalog.pg_try_advisory_xact_lock_shared(19538,
+               (SELECT (CASE WHEN o OPERATOR(pg_catalog.>=) 2147483648 THEN o OPERATOR(pg_catalog.-) 4294967296 ELSE o END)::pg_catalog.int4
+                  FROM (SELECT caller::pg_catalog.oid::pg_catalog.int8 AS o) AS x))
+$$;
+
+-- The backends in a line of this database, with their wait clocks: one row
+-- per (backend, line) it holds at the head or waits for, its position in
+-- that line (1 = the head: it holds the line lock; then those waiting for
+-- it, by when they began to), and the newest clock it holds (age in
+-- milliseconds, mode) and the role it waits for (NULL when it holds several
+-- role marks: several waits in one transaction under different roles).
+CREATE FUNCTION lease._lines(now timestamptz)
+RETURNS TABLE(pid integer, key integer, head boolean, "position" integer, age_ms bigint, mode text, role regrole)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH k AS MATERIALIZED (
+        SELECT k.pid, k.classid::pg_catalog.int8 AS kind, k.objid::pg_catalog.int8 AS v, k.mode, k.granted, k.waitstart
+          FROM pg_catalog.pg_locks AS k
+         WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+           AND k.objsubid OPERATOR(pg_catalog.=) 2
+           AND k.classid OPERATOR(pg_catalog.=) ANY ('{19537,19538,19540}'::pg_catalog.oid[])
+           AND k.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                   WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+    ), line AS (
+        SELECT k.pid, (CASE WHEN k.v OPERATOR(pg_catalog.>=) 2147483648 THEN k.v OPERATOR(pg_catalog.-) 4294967296
+                            ELSE k.v END)::pg_catalog.int4 AS key,
+               k.granted, k.waitstart
+          FROM k
+         WHERE k.kind OPERATOR(pg_catalog.=) 19537 AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+    ), clock AS (
+        SELECT DISTINCT ON (c.pid) c.pid, c.age, c.m
+          FROM (SELECT k.pid,
+                       ((pg_catalog.floor((pg_catalog.date_part('epoch'::text, now) OPERATOR(pg_catalog.-) 946684800)
+                                          OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
+                         OPERATOR(pg_catalog.-) (k.v OPERATOR(pg_catalog.>>) 2)) OPERATOR(pg_catalog.&) 1073741823) AS age,
+                       k.v OPERATOR(pg_catalog.&) 3 AS m
+                  FROM k WHERE k.kind OPERATOR(pg_catalog.=) 19540) AS c
+         ORDER BY c.pid, c.age
+    ), roles AS (
+        SELECT k.pid, CASE WHEN pg_catalog.count(DISTINCT k.v) OPERATOR(pg_catalog.=) 1 THEN pg_catalog.min(k.v) END AS oid
+          FROM k WHERE k.kind OPERATOR(pg_catalog.=) 19538 GROUP BY k.pid
+    )
+    SELECT l.pid, l.key, l.granted,
+           (pg_catalog.row_number() OVER (PARTITION BY l.key
+                                          ORDER BY l.granted DESC, l.waitstart NULLS LAST, l.pid))::pg_catalog.int4,
+           -- An age above 2^29 ms is a clock taken after now: 0.
+           CASE WHEN c.age OPERATOR(pg_catalog.>) 536870912 THEN 0 ELSE c.age END,
+           (ARRAY['exclusive', 'shared', 'semaphore', 'all'])[c.m OPERATOR(pg_catalog.+) 1],
+           r.oid::pg_catalog.oid::pg_catalog.regrole
+      FROM line AS l
+      LEFT JOIN clock AS c ON c.pid OPERATOR(pg_catalog.=) l.pid
+      LEFT JOIN roles AS r ON r.pid OPERATOR(pg_catalog.=) l.pid
+$$;
+
+-- lease.waiters' rows (docs/sql-edition.md, "Observability"): one per
+-- waiting request, under its name (the first of a lease_acquire_all's, in
+-- byte order), found from the name's 32-bit key among lease.leases' names
+-- (NULL when no row has that key yet, or several do). owner is NULL: a
+-- waiter's transaction has not committed, and nothing else another backend
+-- can read holds text.
+CREATE FUNCTION lease.waiting()
+RETURNS TABLE(name text, owner text, role regrole, pid integer, mode text, waiting_since timestamptz,
+              "position" integer)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz := pg_catalog.clock_timestamp();
+    lines jsonb;
+BEGIN
+    -- Read pg_locks once; look names up only when someone waits.
+    SELECT pg_catalog.jsonb_agg(x) INTO lines FROM lease._lines(now) AS x;
+    IF lines IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        WITH x AS MATERIALIZED (
+            SELECT * FROM pg_catalog.jsonb_to_recordset(lines)
+                AS y(pid integer, key integer, head boolean, "position" integer, age_ms bigint, mode text, role regrole)
+        ), names AS (
+            SELECT lease._name_key(l.name) AS key, pg_catalog.min(l.name COLLATE "C") AS name
+              FROM lease.leases AS l
+             WHERE lease._name_key(l.name) OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x.key FROM x))
+             GROUP BY 1
+            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.=) 1
+        )
+        SELECT w.name, NULL::text, w.role, w.pid, w.mode,
+               -- The clock's millisecond: now's, less the age.
+               '2000-01-01 00:00:00+00'::pg_catalog.timestamptz OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+                   ((pg_catalog.floor((pg_catalog.date_part('epoch'::text, now) OPERATOR(pg_catalog.-) 946684800)
+                                      OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 OPERATOR(pg_catalog.-) w.age_ms)
+                   OPERATOR(pg_catalog./) 1000.0)::pg_catalog.float8),
+               w."position"
+          FROM (SELECT DISTINCT ON (x.pid) x.pid, x."position", x.age_ms, x.mode, x.role, n.name
+                  FROM x
+                  LEFT JOIN names AS n ON n.key OPERATOR(pg_catalog.=) x.key
+                 ORDER BY x.pid, n.name COLLATE "C" NULLS LAST, x.head DESC) AS w
+         ORDER BY w.name COLLATE "C", w."position";
+END $$;
+
+COMMENT ON FUNCTION lease.waiting() IS
+    'The rows of lease.waiters.';
+
+CREATE VIEW lease.waiters AS
+SELECT name, owner, role, pid, mode, waiting_since, "position" FROM lease.waiting();
+
+COMMENT ON VIEW lease.waiters IS
+    'Who waits for which lease in this database: role, backend pid, mode (exclusive, shared, semaphore or all), since when, and position in the name''s line (1 = next); owner is NULL in the SQL edition.';
+
+-- The figures (docs/sql-edition.md, "Observability"): the expiries, and for
+-- each histogram its cumulative finite buckets, sum in seconds and count,
+-- from the sequences above, since installation.
+CREATE FUNCTION lease.metric_figures(OUT expiries_total bigint,
+                                     OUT wait_seconds_bucket bigint[], OUT wait_seconds_sum double precision,
+                                     OUT wait_seconds_count bigint,
+                                     OUT hold_seconds_bucket bigint[], OUT hold_seconds_sum double precision,
+                                     OUT hold_seconds_count bigint)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h text;
+    counts bigint[];
+    sum_ms numeric;
+BEGIN
+    expiries_total := COALESCE(pg_catalog.pg_sequence_last_value('lease.stat_expiries'::pg_catalog.regclass), 0);
+    FOREACH h IN ARRAY ARRAY['wait', 'hold'] LOOP
+        SELECT pg_catalog.array_agg(COALESCE(pg_catalog.pg_sequence_last_value(
+                   pg_catalog.format('lease.metric_%s_bucket_%s', h, pg_catalog.lpad(i::text, 2, '0'))::pg_catalog.regclass), 0)
+                   ORDER BY i)
+          INTO counts FROM pg_catalog.generate_series(0, 15) AS i;
+        SELECT pg_catalog.sum(COALESCE(pg_catalog.pg_sequence_last_value(
+                   pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0'))::pg_catalog.regclass), 0))
+          INTO sum_ms FROM pg_catalog.generate_series(0, 15) AS i;
+        -- Cumulative: bucket i counts every observation up to its bound.
+        SELECT pg_catalog.array_agg(c ORDER BY i) INTO counts
+          FROM (SELECT i, (pg_catalog.sum(x) OVER (ORDER BY i))::bigint AS c
+                  FROM pg_catalog.unnest(counts) WITH ORDINALITY AS u(x, i)) AS cumulative;
+        IF h OPERATOR(pg_catalog.=) 'wait' THEN
+            wait_seconds_bucket := counts[1:15];
+            wait_seconds_sum := sum_ms OPERATOR(pg_catalog./) 1000;
+            wait_seconds_count := counts[16];
+        ELSE
+            hold_seconds_bucket := counts[1:15];
+            hold_seconds_sum := sum_ms OPERATOR(pg_catalog./) 1000;
+            hold_seconds_count := counts[16];
+        END IF;
+    END LOOP;
+END $$;
+
+COMMENT ON FUNCTION lease.metric_figures() IS
+    'This database''s expiry counter and wait and hold histograms (lease.metrics); in the SQL edition counted by sequences since installation.';
+
+-- lease.metrics' held: the rows of lease.status in state held at the start
+-- of the statement. For whoever may read lease.metrics (42501 otherwise, as
+-- the extension's); it reads the tables as their owner.
+CREATE FUNCTION lease.held_count()
+RETURNS bigint
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now timestamptz := pg_catalog.statement_timestamp();
+    n bigint;
+BEGIN
+    IF NOT pg_catalog.has_table_privilege(lease._caller()::pg_catalog.oid, 'lease.metrics'::pg_catalog.regclass, 'SELECT') THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied for view metrics';
+    END IF;
+    WITH live_sessions AS MATERIALIZED (
+        SELECT s.id FROM lease.sessions AS s
+         WHERE s.closed_at IS NULL
+           AND s.expires_at OPERATOR(pg_catalog.>) now
+           AND (s.bound_pid IS NULL
+                OR EXISTS (SELECT FROM pg_catalog.pg_locks AS k
+                            WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+                              AND k.classid OPERATOR(pg_catalog.=) 19522::pg_catalog.oid
+                              AND k.objsubid OPERATOR(pg_catalog.=) 2
+                              AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+                              AND k.granted
+                              AND k.database OPERATOR(pg_catalog.=)
+                                  (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                    WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              AND k.objid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295)))
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM lease.leases AS l
+             WHERE l.owner IS NOT NULL
+               AND CASE WHEN l.session IS NULL THEN l.expires_at OPERATOR(pg_catalog.>) now
+                        ELSE l.session IN (SELECT s.id FROM live_sessions AS s) END)
+         OPERATOR(pg_catalog.+)
+           (SELECT pg_catalog.count(*) FROM lease.holders AS h
+             WHERE CASE WHEN h.session IS NULL THEN h.expires_at OPERATOR(pg_catalog.>) now
+                        ELSE h.session IN (SELECT s.id FROM live_sessions AS s) END)
+      INTO n;
+    RETURN n;
+END $$;
+
+COMMENT ON FUNCTION lease.held_count() IS
+    'Live grants now: the rows of lease.status in state held at the start of the statement (lease.metrics'' held).';
+
+-- One row, as the extension's (monitoring/queries.yaml reads it unchanged):
+-- the gauges at the start of the statement, the counters and the histograms.
+-- waiters and oldest_wait_seconds come from the lines and wait clocks in
+-- pg_locks (lease._lines), without looking names up.
+CREATE VIEW lease.metrics AS
+WITH c AS (
+    SELECT pg_catalog.statement_timestamp() AS now
+), waits AS (
+    SELECT pg_catalog.count(DISTINCT w.pid) AS waiters, pg_catalog.max(w.age_ms) AS oldest_ms
+      FROM lease._lines(pg_catalog.clock_timestamp()) AS w
+)
+SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
+       lease.held_count() AS held,
+       w.waiters,
+       COALESCE(w.oldest_ms::pg_catalog.float8 OPERATOR(pg_catalog./) 1000, 0) AS oldest_wait_seconds,
+       (SELECT pg_catalog.count(*) FROM lease.sessions AS s
+         WHERE s.closed_at IS NULL AND s.expires_at OPERATOR(pg_catalog.>) c.now
+           AND (s.bound_pid IS NULL
+                OR EXISTS (SELECT FROM pg_catalog.pg_locks AS k
+                            WHERE k.locktype OPERATOR(pg_catalog.=) 'advisory'
+                              AND k.classid OPERATOR(pg_catalog.=) 19522::pg_catalog.oid
+                              AND k.objsubid OPERATOR(pg_catalog.=) 2
+                              AND k.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+                              AND k.granted
+                              AND k.database OPERATOR(pg_catalog.=)
+                                  (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                    WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              AND k.objid OPERATOR(pg_catalog.=) pg_catalog.oid(s.id OPERATOR(pg_catalog.&) 4294967295))))
+           AS sessions_live,
+       (SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.>>) 32 ELSE 0 END
+          FROM lease.fencing_token_seq) AS token_epoch,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_grants) AS grants_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_denials) AS denials_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_takeovers) AS takeovers_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_releases) AS releases_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_revokes) AS revokes_total,
+       f.expiries_total,
+       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM lease.stat_fence_rejections)
+           AS fence_rejections_total,
+       lease._metric_bounds() AS wait_seconds,
+       f.wait_seconds_bucket, f.wait_seconds_sum, f.wait_seconds_count,
+       lease._metric_bounds() AS hold_seconds,
+       f.hold_seconds_bucket, f.hold_seconds_sum, f.hold_seconds_count
+  FROM c, waits AS w, lease.metric_figures() AS f;
+
+COMMENT ON VIEW lease.metrics IS
+    'What postgres_exporter reads (monitoring/queries.yaml, docs/monitoring.md): leases held, waiters and the oldest wait, live sessions, the token epoch, the event counters and the wait and hold histograms (bucket bounds in seconds, cumulative counts, sum, count).';
+
+-- History (docs/reference.md, "Events, history and counters"). The settings
+-- lease.record_history, lease.notify_events and lease.history_retention are
+-- plain custom settings here, which any role may SET: lease._history and
+-- prune_history honour a value other than the default only in an admin's
+-- connection (docs/sql-edition.md, "Observability").
+CREATE FUNCTION lease.prune_history()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    setting text := COALESCE(NULLIF(pg_catalog.current_setting('lease.history_retention', true), ''), '7 days');
+    retention interval;
+    n bigint;
+BEGIN
+    PERFORM lease._require_writable('lease.prune_history()');
+    BEGIN
+        retention := setting::pg_catalog.interval;
+    EXCEPTION WHEN OTHERS THEN
+        retention := NULL;
+    END;
+    IF retention IS NULL OR retention OPERATOR(pg_catalog.<) '0'::pg_catalog.interval THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('lease.history_retention must be a non-negative interval, not "%s"', setting);
+    END IF;
+    DELETE FROM lease.history AS h WHERE h.at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) retention);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END $$;
+
+COMMENT ON FUNCTION lease.prune_history() IS
+    'Admin: deletes history rows older than lease.history_retention; returns how many.';
+
+-- lease._history when lease.record_history or lease.notify_events is set:
+-- the settings (a boolean, default on; off, watched or always, default
+-- watched) are honoured in an admin's connection only (any role may SET a
+-- custom setting; the extension's are superuser settings), a bad value is an
+-- error there (22023, as the extension's SET would be).
+CREATE FUNCTION lease._history_as_set(event text, name text, token bigint, owner text, role regrole, session bigint,
+                                      value jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rec text := COALESCE(pg_catalog.current_setting('lease.record_history', true), '');
+    ntf text := pg_catalog.lower(COALESCE(pg_catalog.current_setting('lease.notify_events', true), ''));
+    recording boolean := true;
+    notify text := 'watched';
+    xid xid8 := pg_catalog.pg_current_xact_id();
+    ordinal bigint;
+    payload text;
+BEGIN
+    IF lease._is_admin(lease._caller()) THEN
+        IF rec OPERATOR(pg_catalog.<>) '' THEN
+            BEGIN
+                recording := rec::boolean;
+            EXCEPTION WHEN invalid_text_representation THEN
+                RAISE EXCEPTION USING ERRCODE = '22023',
+                    MESSAGE = pg_catalog.format('invalid value for parameter "lease.record_history": "%s"', rec),
+                    HINT = 'Available values: on, off.';
+            END;
+        END IF;
+        IF ntf OPERATOR(pg_catalog.<>) '' THEN
+            IF ntf OPERATOR(pg_catalog.<>) ALL (ARRAY['off', 'watched', 'always']) THEN
+                RAISE EXCEPTION USING ERRCODE = '22023',
+                    MESSAGE = pg_catalog.format('invalid value for parameter "lease.notify_events": "%s"',
+                                                pg_catalog.current_setting('lease.notify_events', true)),
+                    HINT = 'Available values: off, watched, always.';
+            END IF;
+            notify := ntf;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
+    IF recording THEN
+        ordinal := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
+                   OPERATOR(pg_catalog.+) 1;
+        PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+        INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+        VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
+    END IF;
+    IF (CASE WHEN notify OPERATOR(pg_catalog.=) 'watched' THEN lease._watched()
+             ELSE notify OPERATOR(pg_catalog.=) 'always' END) THEN
+        payload := pg_catalog.format(
+            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s',
+            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
+            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'),
+            CASE WHEN recording THEN pg_catalog.format('"%s/%s"', xid, ordinal) ELSE 'null' END,
+            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
+                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
+        -- A value too large for a notification, as lease._history.
+        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
+            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
+                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
+        END IF;
+        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
+    ELSIF notify OPERATOR(pg_catalog.=) 'off' THEN
+        -- Not sent: a settling lease.events_horizon waits for this transaction.
+        PERFORM pg_catalog.pg_advisory_xact_lock_shared(19535, 0);
+    END IF;
+END $$;
+
+-- The oldest transaction still in progress: every event whose xid is older
+-- is in lease.history or never will be. Sent to this connection on channel
+-- lease_horizon_<pid> at commit, behind every event it covers. settle: first
+-- wait for every transaction that wrote an event while no connection watched
+-- (lease._watched: each holds the settle lock, 19535 "LO", 0, in share mode to
+-- its end), holding the watch lock meanwhile so that no writer starts to.
+CREATE FUNCTION lease.events_horizon(settle boolean DEFAULT false)
+RETURNS xid8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    horizon xid8;
+    watching boolean := pg_catalog.current_setting('lease.sql_watching', true) IS NOT DISTINCT FROM 'on';
+BEGIN
+    IF settle IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'settle must not be NULL';
+    END IF;
+    IF settle THEN
+        IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '25001',
+                MESSAGE = 'lease.events_horizon(settle => true) cannot run in a transaction that has written',
+                HINT = 'Call it in a transaction of its own.';
+        END IF;
+        IF NOT watching THEN
+            PERFORM pg_catalog.pg_advisory_lock_shared(19534, 0);
+        END IF;
+        BEGIN
+            PERFORM pg_catalog.pg_advisory_xact_lock(19535, 0);
+            RAISE EXCEPTION USING ERRCODE = 'LFSTL', MESSAGE = 'settled';   -- lets go of it
+        EXCEPTION WHEN SQLSTATE 'LFSTL' THEN
+            NULL;
+        WHEN OTHERS OR query_canceled THEN
+            IF NOT watching THEN
+                PERFORM pg_catalog.pg_advisory_unlock_shared(19534, 0);
+            END IF;
+            RAISE;
+        END;
+        IF NOT watching THEN
+            PERFORM pg_catalog.pg_advisory_unlock_shared(19534, 0);
+        END IF;
+    END IF;
+    horizon := pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot());
+    EXECUTE pg_catalog.format('LISTEN %I', 'lease_horizon_' OPERATOR(pg_catalog.||) pg_catalog.pg_backend_pid());
+    PERFORM pg_catalog.pg_notify('lease_horizon_' OPERATOR(pg_catalog.||) pg_catalog.pg_backend_pid(), horizon::text);
+    RETURN horizon;
+END $$;
+
+COMMENT ON FUNCTION lease.events_horizon(boolean) IS
+    'The oldest transaction still in progress: every event whose position''s xid is older is in lease.history and was sent. Also sent to this connection on channel lease_horizon_<pid> (listened here), behind every event it covers. settle: first wait for every transaction that wrote an event while no connection watched.';
+
+
 -- Privileges: applications read lease state freely but change it only
 -- through the functions above.
 REVOKE ALL ON SCHEMA lease FROM PUBLIC;
@@ -4239,4 +4825,10 @@ GRANT SELECT ON lease.prefix_rules TO PUBLIC;
 GRANT SELECT ON lease.pools, lease.pool_resources, lease.pool_claimers TO PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.pool_put(text, text, jsonb), lease.pool_remove(text, text),
     lease.claim(text, bigint, integer), lease.surplus(text, bigint), lease.checkpoint(text, bigint, jsonb) TO PUBLIC;
+-- Observability: lease.waiters and lease.metrics are read by anyone (their
+-- functions too, and the two helpers the metrics view calls as its reader);
+-- prune_history is an admin's.
+GRANT SELECT ON lease.waiters, lease.metrics TO PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.waiting(), lease.metric_figures(), lease.held_count(), lease.events_horizon(boolean),
+    lease._lines(timestamptz), lease._metric_bounds() TO PUBLIC;
 COMMIT;

@@ -43,6 +43,13 @@
 #   8. restarts the cluster on the system's binaries and moves the database
 #      to the extension with sql-edition/to-extension.sql, where the machine
 #      has the extension installed (skipped otherwise).
+#   9. checks lease.waiters and lease.metrics with real waiters, the
+#      histograms, held_count()'s privilege, the history settings and
+#      events_horizon(settle => true) (docs/sql-edition.md, "Observability");
+#  10. scrapes an edition database and an extension database after the
+#      same calls with the real postgres_exporter and monitoring/queries.yaml
+#      (unchanged), where both are installed: the same series, TYPEs and
+#      counts.
 #
 # Prints TAP-style "ok N - ..." lines and "sql_edition: P passed, F failed";
 # exits non-zero on any failure. Diffs of failing files are kept in
@@ -61,8 +68,8 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # The regress files and isolation specs run (docs/sql-edition.md, "Tests",
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
-REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions pools_held"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover pool-claim-races prune-vs-claim"}
+REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions pools_held events metrics_held"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover pool-claim-races prune-vs-claim held-count-snapshot events-listen"}
 # Specs that SET ROLE to roles their setup creates: lease_owner (CREATEROLE,
 # not a member of the roles it creates on PostgreSQL 15) cannot, so these run
 # as the cluster's superuser, who then installs the edition too.
@@ -1456,6 +1463,199 @@ if [ "$(q -c "SELECT count(*) FROM pg_available_extension_versions WHERE name = 
     psql -X -q -c "DROP DATABASE moved_promoted" >/dev/null 2>&1
 else
     echo "ok $((n + 1)) # skip moving to the extension: lease 1.4 is not installed on this machine"
+fi
+
+# 9. Observability (docs/sql-edition.md, "Observability"), in a database of
+# its own: lease.waiters and lease.metrics with real waiters, held_count()'s
+# privilege, the history settings and lease.events_horizon(settle => true).
+psql -X -q -c "CREATE DATABASE observe OWNER lease_owner" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -U lease_owner -d observe -f sql-edition/lease.sql >/dev/null 2>&1
+oq() { psql -X -q -A -t -v VERBOSITY=terse -U lease_owner -d observe "$@" 2>&1; }
+oapp() { psql -X -q -A -t -v VERBOSITY=terse -U lease_app -d observe "$@" 2>&1; }
+psql -X -q -c "GRANT pg_signal_backend TO lease_owner" >/dev/null 2>&1
+# Three waiters in the line of 'ow' behind a holder, in this order: an
+# exclusive request, a shared one, and a lease_acquire_all of ow and zz (ow is
+# its first name in byte order).
+oapp -c "SELECT lease.lease_acquire('ow', 'holder', '1 hour')" >/dev/null
+t_ow=$(oq -c "SELECT token FROM lease.leases WHERE name = 'ow'")
+started=$(oq -c "SELECT clock_timestamp()")
+# waiting N: whether N backends are in a line of this database (each waiter
+# is started once the one before is in line, so their order is known).
+waiting() { [ "$(oq -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19537 AND mode = 'ExclusiveLock'")" = "$1" ]; }
+in_line() { local _; for _ in $(seq 200); do waiting "$1" && return 0; sleep 0.05; done; return 1; }
+oapp -c "SELECT lease.lease_acquire('ow', 'w1', '1 hour', '30 s')" >"$WORK/ow1.out" &
+ow1=$!
+in_line 1
+oapp -c "SELECT lease.lease_acquire_shared('ow', 'w2', '1 hour', '30 s')" >"$WORK/ow2.out" &
+ow2=$!
+in_line 2
+oapp -c "SELECT lease.lease_acquire_all(ARRAY['zz', 'ow'], 'w3', '1 hour', '30 s')" >"$WORK/ow3.out" &
+ow3=$!
+in_line 3
+sleep 0.5
+out=$(oapp -c "SELECT string_agg(concat_ws(' ', name, coalesce(owner, '-'), role, mode, position), ', ' ORDER BY position)
+                 FROM lease.waiters" \
+           -c "SELECT bool_and(waiting_since >= '$started' AND waiting_since <= clock_timestamp())
+                      AND (array_agg(pid ORDER BY position))::int[] = (array_agg(pid ORDER BY waiting_since))::int[]
+                 FROM lease.waiters" \
+           -c "SELECT waiters, oldest_wait_seconds > 0.5 AND oldest_wait_seconds < 30, held FROM lease.metrics" | tr '\n' ' ')
+report "$([ "$out" = "ow - lease_app exclusive 1, ow - lease_app shared 2, ow - lease_app all 3 t 3|t|1 " ]; echo $?)" \
+    "lease.waiters: three waiters of one name, in arrival order, with role, mode (the lease_acquire_all under its first name) and position; waiting_since in order; lease.metrics counts them and the oldest wait" \
+    "$out"
+oapp -c "SELECT lease.lease_release('ow', $t_ow)" >/dev/null
+wait "$ow1"
+out=$(oapp -c "SELECT string_agg(concat_ws(' ', name, mode, position), ', ' ORDER BY position) FROM lease.waiters" \
+           -c "SELECT waiters FROM lease.metrics" | tr '\n' ' ')
+report "$([ "$out" = "ow shared 1, ow all 2 2 " ] && [ "$(cat "$WORK/ow1.out")" != "" ]; echo $?)" \
+    "lease.waiters: the head granted, the others move up" "$out; $(cat "$WORK/ow1.out")"
+oq -c "SELECT lease.lease_revoke('ow')" >/dev/null
+wait "$ow2"
+oq -c "SELECT lease.lease_revoke('ow')" >/dev/null
+wait "$ow3"
+out=$(oapp -c "SELECT count(*) FROM lease.waiters" -c "SELECT waiters || ' ' || oldest_wait_seconds FROM lease.metrics" \
+           -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid IN (19537, 19538, 19540)" | tr '\n' ' ')
+report "$([ "$out" = "0 0 0 0 " ]; echo $?)" \
+    "lease.waiters and lease.metrics: no waiter once every wait ended, and no line or clock lock left" "$out"
+
+# held_count() and lease.metrics follow lease.metrics' grant, not the tables'.
+oq -c "REVOKE SELECT ON lease.metrics FROM PUBLIC" >/dev/null
+out=$(oapp -c "SELECT lease.held_count()"; oapp -c "SELECT held FROM lease.metrics"; oapp -c "SELECT count(*) >= 0 FROM lease.leases")
+oq -c "GRANT SELECT ON lease.metrics TO PUBLIC" >/dev/null
+report "$([ "$out" = "ERROR:  permission denied for view metrics
+ERROR:  permission denied for view metrics
+t" ]; echo $?)" "lease.metrics revoked from PUBLIC: held_count() and the view are 42501 for lease_app, which still reads lease.leases" "$out"
+out=$(oapp -c "SELECT lease.prune_history()")
+report "$(grep -q 'permission denied for function prune_history' <<<"$out"; echo $?)" "lease_app is refused: SELECT lease.prune_history()" "$out"
+
+# The hold and wait histograms: a 100 ms grant found expired adds 0.1 s to
+# the hold sum, in the le=0.1 bucket; a wait of 300 ms that runs out, 0.3 s
+# to the wait sum, in le=0.5.
+before=$(oq -c "SELECT hold_seconds_sum || ' ' || hold_seconds_bucket[5] || ' ' || hold_seconds_bucket[4] || ' ' || wait_seconds_sum || ' ' || wait_seconds_bucket[6] || ' ' || wait_seconds_bucket[5] FROM lease.metrics")
+oapp -c "SELECT lease.lease_acquire('oh', 'a', '100 ms')" -c "SELECT pg_sleep(0.2)" -c "SELECT lease.lease_acquire('oh', 'b', '1 hour')" \
+     -c "SELECT lease.lease_acquire('oh', 'c', '1 hour', '300 ms')" >/dev/null
+after=$(oq -c "SELECT hold_seconds_sum || ' ' || hold_seconds_bucket[5] || ' ' || hold_seconds_bucket[4] || ' ' || wait_seconds_sum || ' ' || wait_seconds_bucket[6] || ' ' || wait_seconds_bucket[5] FROM lease.metrics")
+report "$(awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
+            exit !(y[1] - x[1] > 0.0989 && y[1] - x[1] < 0.1011 && y[2] - x[2] == 1 && y[3] == x[3] &&
+                   y[4] - x[4] >= 0.3 && y[4] - x[4] < 0.45 && y[5] - x[5] == 1 && y[6] == x[6]) }'; echo $?)" \
+    "lease.metrics: a 100 ms grant found expired adds 0.1 s to hold_seconds_sum (le=0.1, not le=0.05); a 300 ms wait, 0.3 s to wait_seconds_sum (le=0.5, not le=0.1)" \
+    "before $before, after $after"
+
+# The sums' shares: an observation takes its share's lock for a moment;
+# with every share of the hold sum locked elsewhere it waits, and with all
+# but share 5 locked it adds to share 5 (docs/sql-edition.md, "Observability").
+oq -c "SELECT pg_advisory_lock(19541, 16 + i) FROM generate_series(0, 15) AS i" -c "SELECT pg_sleep(1.5)" >/dev/null &
+locker=$!
+sleep 0.5
+out=$(oq -c "SELECT clock_timestamp()" -c "SELECT lease._observe_hold('20 milliseconds') IS NOT NULL" -c "SELECT clock_timestamp()" | tr '\n' '|')
+wait "$locker"
+waited=$(oq -c "SELECT extract(epoch FROM '$(cut -d'|' -f3 <<<"$out")'::timestamptz - '$(cut -d'|' -f1 <<<"$out")'::timestamptz) > 0.5")
+oq -c "SELECT pg_advisory_lock(19541, 16 + i) FROM generate_series(0, 15) AS i WHERE i <> 5" -c "SELECT pg_sleep(1.5)" >/dev/null &
+locker=$!
+sleep 0.5
+before=$(oq -c "SELECT coalesce(pg_sequence_last_value('lease.metric_hold_ms_05'), 0)")
+oq -c "SELECT lease._observe_hold('10 milliseconds')" >/dev/null
+after=$(oq -c "SELECT coalesce(pg_sequence_last_value('lease.metric_hold_ms_05'), 0)")
+wait "$locker"
+report "$([ "$waited" = t ] && [ $((after - before)) = 10 ] && [ "$(oq -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 19541")" = 0 ]; echo $?)" \
+    "lease.metrics: a hold observed while every share of the sum is locked waits for one; with all but share 5 locked, it adds its 10 ms to share 5; no share lock is left" \
+    "$out waited $waited; share 5: $before then $after"
+
+# The settings: honoured in the owner's connection, ignored in lease_app's
+# (which may SET them: no extension defines them); a bad value is 22023.
+out=$(oapp -c "SET lease.record_history = off" -c "SET lease.notify_events = always" -c "LISTEN lease_events" \
+           -c "SELECT lease.lease_acquire('os-app', 'w') IS NOT NULL" -c "SELECT 1" 2>&1 | tr '\n' ' ')
+out2=$(oq -c "SELECT count(*) FROM lease.history WHERE name = 'os-app'")
+report "$([ "$out" = "t 1 " ] && [ "$out2" = 1 ]; echo $?)" \
+    "lease_app's SET lease.record_history = off and lease.notify_events = always change nothing (recorded, not sent)" "$out / $out2"
+out=$(oq -c "SET lease.notify_events = always" -c "LISTEN lease_events" -c "SELECT lease.lease_acquire('os-own', 'w') IS NOT NULL" \
+         -c "SET lease.record_history = off" -c "SELECT lease.lease_acquire('os-own2', 'w') IS NOT NULL" -c "SELECT 1" 2>&1 | tr '\n' ' ')
+out2=$(oq -c "SELECT count(*) FROM lease.history WHERE name LIKE 'os-own%'")
+report "$([[ $out == *'"name": "os-own", "token": '*'"position": "'*'"name": "os-own2", '*'"position": null'* ]] && [ "$out2" = 1 ]; echo $?)" \
+    "the owner's lease.notify_events = always sends without a watcher; its lease.record_history = off records nothing (position null)" "$out / $out2"
+out=$(oq -c "SELECT lease.listen_events()" -c "SET lease.notify_events = off" -c "SELECT lease.lease_acquire('os-off', 'w') IS NOT NULL" \
+         -c "SELECT 1" 2>&1 | tr '\n' ' ')
+out2=$(oq -c "SET lease.notify_events = sometimes" -c "SELECT lease.lease_acquire('os-bad', 'w')" 2>&1 | head -n 1)
+report "$([ "$out" = " t 1 " ] && [ "$out2" = 'ERROR:  invalid value for parameter "lease.notify_events": "sometimes"' ]; echo $?)" \
+    "the owner's lease.notify_events = off sends nothing to a watcher; a bad value is an error when used" "$out / $out2"
+
+# events_horizon(settle => true) waits for a transaction that wrote an event
+# while no connection watched, and then its event is in lease.history.
+oapp -c "BEGIN" -c "SELECT lease.lease_acquire('ohz', 'w') IS NOT NULL" -c "SELECT pg_sleep(1.5)" -c "COMMIT" >/dev/null &
+writer=$!
+sleep 0.5
+out=$(oapp -c "SELECT lease.listen_events()" -c "SELECT clock_timestamp()" -c "SELECT lease.events_horizon(true) IS NOT NULL" \
+           -c "SELECT clock_timestamp()" -c "SELECT count(*) FROM lease.history WHERE name = 'ohz'" |
+      grep -v '^Asynchronous notification' | tr '\n' '|')
+wait "$writer"
+report "$(awk -F'|' '{ exit !($3 == "t" && $5 == 1) }' <<<"$out" &&
+          [ "$(oq -c "SELECT extract(epoch FROM '$(cut -d'|' -f4 <<<"$out")'::timestamptz - '$(cut -d'|' -f2 <<<"$out")'::timestamptz) > 0.5")" = t ]; echo $?)" \
+    "events_horizon(settle => true) waits for an open transaction that wrote an event unwatched; its event is then in lease.history" "$out"
+out=$(oapp -c "SELECT lease.lease_acquire('ohz2', 'w') IS NOT NULL" -c "SELECT lease.events_horizon() > max(xid) FROM lease.history" \
+           -c "SELECT lease.events_horizon(NULL)" 2>&1 | grep -v '^Asynchronous notification' | tr '\n' ' ')
+report "$([ "$out" = "t t ERROR:  settle must not be NULL " ]; echo $?)" "events_horizon() is past every committed event; NULL settle is 22004" "$out"
+psql -X -q -c "DROP DATABASE observe" >/dev/null
+
+# 10. monitoring/queries.yaml, unchanged, through the real postgres_exporter
+# (Debian's prometheus-postgres-exporter, as test/metrics uses; skipped where
+# it or the extension is not installed; the exporters listen on
+# 127.0.0.1:SQLED_EXPORTER_PORT and the next port, default LEASE_TEST_PORT +
+# 50): one exporter on a database of the
+# edition (installed by lease_owner, used by lease_app) and one on a database
+# of the extension, after the same calls in both. Every lease_ series (name
+# and labels) and every TYPE line must be the same in both, and so must the
+# counters, gauges and histogram counts the calls move.
+EXPORTER=/usr/bin/prometheus-postgres-exporter
+if [ -x "$EXPORTER" ] && [ "$(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'lease'")" = 1 ]; then
+    psql -X -q -c "CREATE DATABASE exporter_sql OWNER lease_owner" -c "CREATE DATABASE exporter_ext" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -U lease_owner -d exporter_sql -f sql-edition/lease.sql >/dev/null 2>&1
+    psql -X -q -d exporter_ext -c "CREATE EXTENSION lease" -c "GRANT USAGE ON SCHEMA lease TO lease_app" >/dev/null
+    calls() {
+        local db=$1 stale
+        psql -X -q -A -t -U lease_app -d "$db" \
+            -c "SELECT lease.lease_acquire('a', 'w', '1 hour'), lease.lease_acquire('b', 'w', '1 hour')" \
+            -c "SELECT lease.lease_acquire('a', 'x')" \
+            -c "SELECT lease.lease_release('b', token) FROM lease.leases WHERE name = 'b'" \
+            -c "SELECT lease.lease_acquire('c', 'w', '100 ms')" -c "SELECT pg_sleep(0.2)" \
+            -c "SELECT lease.lease_acquire('c', 'y', '1 hour')" \
+            -c "SELECT lease.lease_acquire('c', 'z', '1 hour', '200 ms')" \
+            -c "SELECT lease.session_open('s', '1 hour')" >/dev/null 2>&1
+        stale=$(psql -X -q -A -t -d "$db" -c "SELECT token FROM lease.leases WHERE name = 'a'")
+        psql -X -q -A -t -d "$db" -c "SELECT lease.lease_revoke('a')" >/dev/null
+        psql -X -q -A -t -U lease_app -d "$db" -c "BEGIN" -c "SELECT lease.fenced_write('a', $stale)" -c "ROLLBACK" >/dev/null 2>&1
+    }
+    calls exporter_sql
+    calls exporter_ext
+    exporter_pids=()
+    for side in sql ext; do
+        port=$((${SQLED_EXPORTER_PORT:-$((LEASE_TEST_PORT + 50))} + $([ $side = sql ] && echo 0 || echo 1)))
+        DATA_SOURCE_NAME="host=$PGHOST port=$PGPORT user=postgres dbname=exporter_$side sslmode=disable" \
+            "$EXPORTER" --web.listen-address="127.0.0.1:$port" --extend.query-path="$PWD/monitoring/queries.yaml" \
+            --disable-settings-metrics >"$WORK/exporter-$side.log" 2>&1 &
+        exporter_pids+=($!)
+        for _ in $(seq 100); do
+            curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -E '^(# TYPE )?lease_' >"$WORK/metrics-$side" &&
+                [ -s "$WORK/metrics-$side" ] && break
+            sleep 0.1
+        done
+        # Series without their datname and server labels' values, and TYPE lines.
+        sed -E 's/datname="[^"]*"/datname="D"/; s/server="[^"]*"/server="S"/' "$WORK/metrics-$side" |
+            awk '/^# TYPE/ { print; next } { print $1 }' | sort >"$WORK/series-$side"
+        grep -E '^lease_(held|waiters|sessions_live|token_epoch|[a-z_]+_total|[a-z_]+_seconds_count)\{' "$WORK/metrics-$side" |
+            sed -E 's/datname="[^"]*"/datname="D"/; s/server="[^"]*"/server="S"/' | sort >"$WORK/values-$side"
+    done
+    kill "${exporter_pids[@]}" 2>/dev/null
+    wait "${exporter_pids[@]}" 2>/dev/null
+    n_series=$(grep -vc '^# TYPE' "$WORK/series-sql")
+    n_types=$(grep -c '^# TYPE' "$WORK/series-sql")
+    report "$([ "$n_series" -eq 48 ] && [ "$n_types" -eq 14 ] && cmp -s "$WORK/series-sql" "$WORK/series-ext"; echo $?)" \
+        "postgres_exporter with monitoring/queries.yaml: the edition serves the extension's lease_ metrics, names, labels and TYPEs ($n_series series, $n_types TYPEs)" \
+        "$(diff "$WORK/series-ext" "$WORK/series-sql" | head -20; tail -3 "$WORK/exporter-sql.log")"
+    report "$([ -s "$WORK/values-sql" ] && cmp -s "$WORK/values-sql" "$WORK/values-ext"; echo $?)" \
+        "postgres_exporter: after the same calls, the edition's counters, gauges and histogram counts are the extension's" \
+        "$(diff "$WORK/values-ext" "$WORK/values-sql")"
+    psql -X -q -c "DROP DATABASE exporter_sql" -c "DROP DATABASE exporter_ext" >/dev/null
+else
+    echo "ok $((n + 1)) # skip postgres_exporter: prometheus-postgres-exporter or the extension is not installed"
 fi
 
 report_summary sql_edition
