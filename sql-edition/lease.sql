@@ -3345,7 +3345,7 @@ DECLARE
     h record;
     n integer := 0;
 BEGIN
-    FOR h IN SELECT x.token, x.name FROM lease.holders AS x
+    FOR h IN SELECT x.token, x.name, x.acquired_at FROM lease.holders AS x
               WHERE x.session OPERATOR(pg_catalog.=) _end_session_holders.session ORDER BY x.token LOOP
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(h.name));
         PERFORM pg_catalog.pg_advisory_xact_lock(19528, lease._token_key(h.token));
@@ -3353,7 +3353,10 @@ BEGIN
         CONTINUE WHEN NOT FOUND;
         IF NOT was_live THEN
             PERFORM lease._history('expired', h.name, h.token, owner, role, session);
+            PERFORM pg_catalog.nextval('lease.stat_expiries'::pg_catalog.regclass);   -- lease.metrics' expiries_total
         END IF;
+        -- Its hold, to the close (a session's holder has no expiry of its own).
+        PERFORM lease._observe_hold(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) h.acquired_at);
         PERFORM lease._wake_line(h.name);
         n := n OPERATOR(pg_catalog.+) 1;
     END LOOP;
@@ -4032,6 +4035,7 @@ BEGIN
          WHERE l.name OPERATOR(pg_catalog.=) pool_remove.name;
         PERFORM lease._history('revoked', name, tok, r.owner, caller, r.session);
         PERFORM pg_catalog.nextval('lease.stat_revokes'::pg_catalog.regclass);
+        PERFORM lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         PERFORM lease._wake_line(name);
     END IF;
     RETURN true;
