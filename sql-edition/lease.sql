@@ -3619,8 +3619,11 @@ ALTER TABLE lease.prefix_rules ENABLE ALWAYS TRIGGER prefix_rules_changed;
 -- A grant of name to caller (called only while lease._prefix_rules_exist()):
 -- 42501, with the extension's message and DETAIL, when the longest prefix
 -- with rules that name starts with (by bytes) has none of caller's roles.
-CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
-RETURNS void
+-- The prefix that confines name away from caller: the longest prefix of name
+-- that a rule names, when no rule of that prefix names a role caller is a
+-- member of (and caller is no admin); NULL when caller may acquire name.
+CREATE FUNCTION lease._confining_prefix(name text, caller regrole)
+RETURNS text
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -3631,12 +3634,24 @@ BEGIN
      WHERE pg_catalog.starts_with(name COLLATE pg_catalog."C", r.prefix COLLATE pg_catalog."C")
      ORDER BY pg_catalog.octet_length(r.prefix) DESC
      LIMIT 1;
-    IF NOT FOUND OR lease._is_admin(caller) THEN
-        RETURN;
+    IF NOT FOUND OR lease._is_admin(caller)
+       OR EXISTS (SELECT FROM lease.prefix_rules AS r
+                   WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
+                     AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+        RETURN NULL;
     END IF;
-    IF NOT EXISTS (SELECT FROM lease.prefix_rules AS r
-                    WHERE r.prefix OPERATOR(pg_catalog.=) (longest COLLATE pg_catalog."C")
-                      AND pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')) THEN
+    RETURN longest;
+END $$;
+
+CREATE FUNCTION lease._check_prefix_rules(name text, caller regrole)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest text := lease._confining_prefix(name, caller);
+BEGIN
+    IF longest IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = pg_catalog.format('permission denied to acquire lease "%s"', name),
             DETAIL = pg_catalog.format('Names under the prefix "%s" are confined to the roles lease.allow names, and role "%s" is not a member of any of them.',
@@ -3846,6 +3861,11 @@ AS $$
 DECLARE
     r lease.leases%ROWTYPE;
 BEGIN
+    -- A name a prefix rule keeps from the caller is not its to take: left
+    -- for a claimer that may.
+    IF lease._prefix_rules_exist() AND lease._confining_prefix(name, caller) IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
     BEGIN
         IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, lease._name_key(name)) THEN
             RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
@@ -3961,6 +3981,9 @@ BEGIN
     IF state IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'state must not be NULL';
     END IF;
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, lease._caller());
+    END IF;
     -- A resource held live is its holder's role's: another role may neither
     -- replace its state nor retire it.
     SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) pool_put.name;
@@ -4004,6 +4027,9 @@ BEGIN
     PERFORM lease._require_writable('lease.pool_remove()');
     PERFORM lease._check_name(pool, 'pool');
     PERFORM lease._check_name(name);
+    IF lease._prefix_rules_exist() THEN
+        PERFORM lease._check_prefix_rules(name, caller);
+    END IF;
     BEGIN
         PERFORM pg_catalog.pg_advisory_xact_lock(19526, lease._name_key(name));
         now := pg_catalog.clock_timestamp();

@@ -1063,6 +1063,23 @@ done
 report "$([ -z "$rr_new" ]; echo $?)" \
     "REPEATABLE READ: a heartbeat, release or revoke of a lease granted after the snapshot is 40001" "$rr_new"
 
+# Pools under prefix rules, as the extension's: pool_put and pool_remove of a
+# confined name are 42501 for a role outside its rules, and a claim of such a
+# role passes over the name, which a role the rules allow then claims.
+q -c "SELECT lease.allow('lease_owner', 'rp:')" -c "SELECT lease.pool_put('rp', 'rp:1')" >/dev/null
+out=$(app -c "SELECT lease.pool_put('rp', 'rp:2')" 2>&1 | grep -o '^ERROR: .*' | tr '\n' ' ')
+app_session=$(app -c "SELECT lease.session_open('rp-app', '1 minute')")
+out+=$(app -c "SELECT count(*) FROM lease.claim('rp', $app_session)" -c "SELECT lease.pool_remove('rp', 'rp:1')" 2>&1 | grep -v '^CONTEXT\|^SQL statement\|^PL/pgSQL\|^DETAIL' | tr '\n' ' ')
+app -c "SELECT lease.session_close($app_session)" >/dev/null
+owner_session=$(q -c "SELECT lease.session_open('rp-owner', '1 minute')")
+out+=$(q -c "SELECT name FROM lease.claim('rp', $owner_session)" | tr '\n' ' ')
+q -c "SELECT lease.session_close($owner_session)" -c "SELECT lease.pool_remove('rp', 'rp:1')" -c "SELECT lease.disallow('lease_owner', 'rp:')" >/dev/null
+expected='ERROR:  permission denied to acquire lease "rp:2" 0 ERROR:  permission denied to acquire lease "rp:1" rp:1 '
+report "$([ "$out" = "$expected" ]; echo $?)" \
+    "pools under prefix rules: pool_put and pool_remove of a confined name are 42501 for lease_app, its claim passes over the name, the owner's claims it" \
+    "got:      $out
+expected: $expected"
+
 # What the edition remembers in settings (docs/sql-edition.md, "What the
 # edition remembers"): an application can SET lease.sql_fence_pass itself,
 # but a pass it did not get carries no secret of its session, so a stale
