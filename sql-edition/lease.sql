@@ -1515,21 +1515,19 @@ END $$;
 COMMENT ON FUNCTION lease.lease_acquire_shared(text, text, interval, interval) IS
     'Grants owner the lease in shared mode, beside other shared holders, unless an exclusive holder or an earlier exclusive waiter is there; returns a fresh fencing token, or NULL after waiting up to wait.';
 
-CREATE FUNCTION lease.lease_acquire_all(names text[], owner text, ttl interval DEFAULT '20 seconds',
-                                        wait interval DEFAULT '0')
-RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+-- The names of lease_acquire_all and session_acquire_all, checked as the
+-- extension checks them, in the one order (by bytes) in which every caller
+-- takes names: no two callers can wait for each other's names.
+CREATE FUNCTION lease._sorted_names(names text[])
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    started timestamptz := pg_catalog.clock_timestamp();
-    normal interval;
     sorted text[];
     n text;
     i integer := 0;
-    toks bigint[];
 BEGIN
-    PERFORM lease._require_writable('lease.lease_acquire_all()');
     IF names IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
     END IF;
@@ -1548,8 +1546,6 @@ BEGIN
         END IF;
         PERFORM lease._check_name(n);
     END LOOP;
-    -- The one order (by bytes) in which every caller takes names: no two
-    -- callers can wait for each other's names.
     SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
     FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
         IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
@@ -1557,6 +1553,24 @@ BEGIN
                 MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
         END IF;
     END LOOP;
+    RETURN sorted;
+END $$;
+
+CREATE FUNCTION lease.lease_acquire_all(names text[], owner text, ttl interval DEFAULT '20 seconds',
+                                        wait interval DEFAULT '0')
+RETURNS bigint[]
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    started timestamptz := pg_catalog.clock_timestamp();
+    normal interval;
+    sorted text[];
+    n text;
+    toks bigint[];
+BEGIN
+    PERFORM lease._require_writable('lease.lease_acquire_all()');
+    sorted := lease._sorted_names(names);
     PERFORM lease._check_name(owner, 'owner');
     normal := lease._ttl(ttl);
     PERFORM lease._check_wait(wait);
@@ -3472,39 +3486,13 @@ DECLARE
     r lease.sessions%ROWTYPE;
     sorted text[];
     n text;
-    i integer := 0;
     toks bigint[];
 BEGIN
     PERFORM lease._require_writable('lease.session_acquire_all()');
     IF session IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'session must not be NULL';
     END IF;
-    -- names, as lease_acquire_all checks them.
-    IF names IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not be NULL';
-    END IF;
-    IF pg_catalog.array_ndims(names) OPERATOR(pg_catalog.>) 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must be a one-dimensional array';
-    END IF;
-    IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.<) 1 OR pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'names must hold 1 to 1000 names',
-            DETAIL = pg_catalog.format('It holds %s.', pg_catalog.cardinality(names));
-    END IF;
-    FOREACH n IN ARRAY names LOOP
-        i := i OPERATOR(pg_catalog.+) 1;
-        IF n IS NULL THEN
-            RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'names must not contain NULL',
-                DETAIL = pg_catalog.format('Element %s is NULL.', i);
-        END IF;
-        PERFORM lease._check_name(n);
-    END LOOP;
-    SELECT pg_catalog.array_agg(x.n ORDER BY x.n COLLATE "C") INTO sorted FROM pg_catalog.unnest(names) AS x(n);
-    FOR i IN 2 .. pg_catalog.cardinality(sorted) LOOP
-        IF sorted[i] OPERATOR(pg_catalog.=) sorted[i - 1] THEN
-            RAISE EXCEPTION USING ERRCODE = '22023',
-                MESSAGE = pg_catalog.format('names lists "%s" more than once', sorted[i]);
-        END IF;
-    END LOOP;
+    sorted := lease._sorted_names(names);
     PERFORM lease._check_session_wait(wait);
     r := lease._request_session(session, caller);
     IF lease._prefix_rules_exist() THEN
