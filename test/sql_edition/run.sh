@@ -69,7 +69,7 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-58431}
 # says which pass unchanged, which differ and why, and why the others are
 # not run).
 REGRESS_FILES=${SQLED_REGRESS-"lease_api bad_input collation fence idempotency_names sessions pools_held events metrics_held"}
-ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover pool-claim-races prune-vs-claim held-count-snapshot events-listen"}
+ISOLATION_SPECS=${SQLED_ISOLATION-"acquire-race repeatable-read-new-row fence-check-per-transaction fence-pass-after-release heartbeat-during-fenced-write release-vs-heartbeat release-vs-takeover repeatable-read-fence revoke-vs-fenced-write takeover-vs-fenced-write idempotency-begin-race idempotency-begin-vs-prune semaphore-cap permit-takeover-vs-fenced-write set-value-vs-takeover pool-claim-races prune-vs-claim pool-close-vs-takeover held-count-snapshot events-listen"}
 # Specs that SET ROLE to roles their setup creates: lease_owner (CREATEROLE,
 # not a member of the roles it creates on PostgreSQL 15) cannot, so these run
 # as the cluster's superuser, who then installs the edition too.
