@@ -1613,14 +1613,15 @@ report "$([ "$out" = "t t ERROR:  settle must not be NULL " ]; echo $?)" "events
 psql -X -q -c "DROP DATABASE observe" >/dev/null
 
 # 10. monitoring/queries.yaml, unchanged, through the real postgres_exporter
-# (Debian's prometheus-postgres-exporter, as test/metrics uses; skipped where
-# it or the extension is not installed; the exporters listen on
+# (Debian's prometheus-postgres-exporter, installed if missing, as test/metrics
+# does; skipped where the extension is not installed; the exporters listen on
 # 127.0.0.1:SQLED_EXPORTER_PORT and the next port, default LEASE_TEST_PORT +
 # 50): one exporter on a database of the
 # edition (installed by lease_owner, used by lease_app) and one on a database
 # of the extension, after the same calls in both. Every lease_ series (name
 # and labels) and every TYPE line must be the same in both, and so must the
 # counters, gauges and histogram counts the calls move.
+ensure_packages prometheus-postgres-exporter >/dev/null
 EXPORTER=/usr/bin/prometheus-postgres-exporter
 if [ -x "$EXPORTER" ] && [ "$(q -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'lease'")" = 1 ]; then
     psql -X -q -c "CREATE DATABASE exporter_sql OWNER lease_owner" -c "CREATE DATABASE exporter_ext" >/dev/null
