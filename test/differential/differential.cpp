@@ -231,13 +231,18 @@ public:
             // transactions).
             if (pick(3) != 0)
                 return fenced_write_or_read(step);
-            const std::string n = name();
+            std::string n = name();
             if (pick(2) == 0) {
+                last_value_name_ = n;
                 static const char* values[] = {"{\"v\": 1}", "{\"v\": 2}", "[\"x\"]"};
                 step.sql = "SELECT lease.lease_set_value($1::text, $2::bigint, $3::jsonb)";
                 step.params = {n, token(n), values[pick(3)]};
                 step.kind = "set_value";
             } else {
+                // Half the time the name last given a value, so that the
+                // leader is often read while that value is published.
+                if (!last_value_name_.empty() && pick(2) == 0)
+                    n = last_value_name_;
                 step.sql = "SELECT owner, token, value FROM lease.leader($1::text)";
                 step.params = {n};
                 step.kind = "leader";
@@ -474,6 +479,7 @@ private:
     bool snapshot_isolation_[connections_per_side] = {};
     std::map<std::string, std::vector<std::string>> tokens_;
     std::vector<std::string> sessions_;
+    std::string last_value_name_;
 };
 
 // The lease state of a database, as text that must be equal on both sides.
