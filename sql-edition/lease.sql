@@ -2486,6 +2486,15 @@ BEGIN
             NULL;
         END;
     END LOOP;
+    -- Sessions closed or expired at least older_than ago that no lease
+    -- refers to any more, and their pool claims (as the extension's prune).
+    WITH ended AS (
+        DELETE FROM lease.sessions AS s
+         WHERE (s.closed_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than)
+                OR s.expires_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than))
+           AND NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.session OPERATOR(pg_catalog.=) s.id)
+        RETURNING s.id)
+    DELETE FROM lease.pool_claimers AS c USING ended WHERE c.session OPERATOR(pg_catalog.=) ended.id;
     -- The published values of names whose rows are gone.
     DELETE FROM lease.lease_values AS v
      WHERE NOT EXISTS (SELECT FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) v.name);

@@ -24,10 +24,17 @@
 // and lease_edition (the SQL edition, sql-edition/lease.sql, installed by a
 // database owner without superuser; docs/sql-edition.md), which
 // test/differential/run.sh --editions sets up; the workload is then the calls
-// the SQL edition builds, without what docs/sql-edition.md lists as
-// differing by design: in a REPEATABLE READ or SERIALIZABLE transaction, it
-// only reads (a fenced write there, or a call that changes lease state,
-// differs when the lease changed since the snapshot).
+// the SQL edition builds (sessions, idempotency keys, semaphore permits,
+// shared grants, lease_acquire_all, lease_set_value and leader among them;
+// no DBA changes), without what docs/sql-edition.md lists as differing by
+// design: in a REPEATABLE READ or SERIALIZABLE transaction, it only reads (a
+// fenced write there, or a call that changes lease state, differs when the
+// lease changed since the snapshot), and connection 1, which keeps no
+// finished idempotency key, begins only the keys of their own. Tokens and
+// session ids are compared by value: when one edition took a number of
+// lease.fencing_token_seq or lease.session_id_seq that the other did not,
+// both go on from the larger. At the end, the sessions, holders, idempotency
+// keys and published values must be equal too (times but for "still live").
 //
 // Usage: differential [--setup] [--editions] [--trace] [--seed N] [--steps N]
 // It runs on past --steps (up to four times as many) until the workload has
@@ -69,10 +76,13 @@ constexpr const char* compared_outcomes[] = {"ERROR 25006", "ERROR 40001", "ERRO
                                              "idempotency ok", "ERROR LF001", "ERROR LF002"};
 
 // The same for the two editions: the SQL edition has no DBA changes in the
-// workload, no idempotency keys and no sessions yet.
+// workload.
 constexpr const char* compared_outcomes_editions[] = {
-    "ERROR 25006", "ERROR 55P03", "ERROR 42501", "ERROR LF001", "acquire ok", "heartbeat ok",
-    "release ok",  "revoke ok",   "fenced_write ok", "kill"};
+    "ERROR 25006",    "ERROR 55P03",    "ERROR 42501",  "ERROR LF001",  "ERROR LF002",  "ERROR 22023",
+    "acquire ok",     "acquire_all ok", "heartbeat ok", "release ok",   "revoke ok",    "fenced_write ok",
+    "session_open ok", "session_acquire ok", "session_keepalive ok", "session_close ok",
+    "idempotency_begin ok", "idempotency_complete ok", "idempotency_fail ok", "idempotency_heartbeat ok",
+    "set_value ok", "leader ok", "kill"};
 
 bool reached_all(const std::vector<std::string>& wanted, const std::map<std::string, int>& outcomes_seen)
 {
@@ -125,7 +135,7 @@ public:
         std::string setup = "SET lock_timeout = '100ms'; SET statement_timeout = '10s'";
         // Connection 1 forgets a finished key on its next begin (no retention),
         // the others keep it: both paths delete and keep keys.
-        if (c == 1 && !editions_)
+        if (c == 1)
             setup += "; SET lease.idempotency_retention = '0'";
         if (c == connections_per_side - 1)
             setup += std::string("; SET ROLE ") + app_role;
@@ -157,17 +167,18 @@ public:
 
     const std::string& database() const { return database_; }
 
-    // The next token the database's sequence gives.
-    long long next_token()
+    // The next value a sequence of the database (lease.fencing_token_seq,
+    // lease.session_id_seq) gives.
+    long long next_value(const std::string& sequence)
     {
-        return std::stoll(pqtest::scalar(control(), "SELECT last_value + is_called::int FROM lease.fencing_token_seq"));
+        return std::stoll(pqtest::scalar(control(), "SELECT last_value + is_called::int FROM " + sequence));
     }
 
-    // Moves the sequence on so that the next token it gives is next.
-    void skip_tokens_to(long long next)
+    // Moves the sequence on so that the next value it gives is next.
+    void skip_to(const std::string& sequence, long long next)
     {
-        pqtest::must(control(), "SELECT pg_catalog.setval('lease.fencing_token_seq', $1::bigint - 1)",
-                     {std::to_string(next)});
+        pqtest::must(control(), "SELECT pg_catalog.setval($1::regclass, $2::bigint - 1, true)",
+                     {sequence, std::to_string(next)});
     }
 
 private:
@@ -213,16 +224,40 @@ public:
         } else if (roll < 12) {
             step.sql = "SELECT count(*) FROM lease.leases";
             step.kind = "snapshot";
-        } else if (editions_ && (roll >= 70 && roll < 82)) {
-            // No sessions in the SQL edition: a fenced write instead, or a
-            // read of the state outside snapshot-isolated transactions.
-            return fenced_write_or_read(step);
         } else if (editions_ && roll >= 84 && roll < 97) {
-            // No DBA changes: the SQL edition's tables are its owner's.
-            return fenced_write_or_read(step);
-        } else if (pick(5) == 0 && !editions_) {
+            // No DBA changes: the SQL edition's tables are its owner's. A
+            // published value or a read of the leader instead (a third), or
+            // a fenced write (or a read of the state in snapshot-isolated
+            // transactions).
+            if (pick(3) != 0)
+                return fenced_write_or_read(step);
+            std::string n = name();
+            if (pick(2) == 0) {
+                last_value_name_ = n;
+                static const char* values[] = {"{\"v\": 1}", "{\"v\": 2}", "[\"x\"]"};
+                step.sql = "SELECT lease.lease_set_value($1::text, $2::bigint, $3::jsonb)";
+                step.params = {n, token(n), values[pick(3)]};
+                step.kind = "set_value";
+            } else {
+                // Half the time the name last given a value, so that the
+                // leader is often read while that value is published.
+                if (!last_value_name_.empty() && pick(2) == 0)
+                    n = last_value_name_;
+                step.sql = "SELECT owner, token, value FROM lease.leader($1::text)";
+                step.params = {n};
+                step.kind = "leader";
+            }
+        } else if (pick(5) == 0) {
             // An idempotency key's calls, in place of a fifth of the others.
-            const std::string k = key();
+            std::string k = key();
+            // Between the editions, a begin that forgets a finished key (on
+            // connection 1, which keeps none) and then answers in_progress,
+            // because the key's name is held, differs by design
+            // (docs/sql-edition.md, "What it cannot do": the SQL edition's
+            // forgetting rolls back with that answer): there connection 1
+            // uses the keys of their own, whose names only the key holds.
+            if (editions_ && c == 1 && k == keys[2])
+                k = keys[pick(2)];
             const int call = pick(4);
             if (call == 0) {
                 step.sql = "SELECT status, token, result FROM lease.idempotency_begin($1::text, $2::text, $3::text, '1 hour')";
@@ -250,10 +285,21 @@ public:
                 "SELECT lease.lease_acquire_shared($1::text, $2::text, '1 hour')",
                 "SELECT lease.semaphore_acquire($1::text, $2::text, 2, '1 hour')",
             };
-            // The SQL edition has no shared grants or permits yet.
-            step.sql = acquires[editions_ ? 0 : pick(4)];
-            step.params = {name(), owner()};
-            step.kind = "acquire";
+            // Between the editions, also two names at once (lease_acquire_all,
+            // in either order: the call sorts them).
+            const int call = pick(editions_ ? 5 : 4);
+            if (call == 4) {
+                std::string first = name(), second = name();
+                while (second == first)
+                    second = names[pick(static_cast<int>(names.size()))];
+                step.sql = "SELECT lease.lease_acquire_all($1::text[], $2::text, '1 hour')";
+                step.params = {"{" + first + "," + second + "}", owner()};
+                step.kind = "acquire_all";
+            } else {
+                step.sql = acquires[call];
+                step.params = {name(), owner()};
+                step.kind = "acquire";
+            }
         } else if (roll < 45) {
             const std::string n = name();
             step.sql = pick(2) == 0 ? "SELECT lease.lease_heartbeat($1::text, $2::bigint)"
@@ -342,8 +388,9 @@ public:
         // design too (docs/sql-edition.md, "Isolation"): the SQL edition
         // raises 40001 whenever the lease's row changed since the snapshot,
         // the extension only when it would change that row.
-        static const std::set<std::string> changes_state = {"acquire",    "heartbeat", "release",
-                                                            "revoke",     "expire_due", "prune"};
+        static const std::set<std::string> changes_state = {
+            "acquire", "acquire_all", "heartbeat", "release",     "revoke",  "expire_due",
+            "prune",   "session",     "idempotency", "set_value", "leader"};
         if (editions_ && snapshot_isolation_[c] && changes_state.count(step.kind) != 0)
             return fenced_write_or_read(step);
         return step;
@@ -364,9 +411,32 @@ public:
             tokens_[step.kind == "session" ? *step.params[1] : *step.params[0]].push_back(o.value(0, 0));
         if (step.sql.find("session_open") != std::string::npos)
             sessions_.push_back(o.value(0, 0));
+        if (step.kind == "acquire_all") {
+            // {a,b} of names, and {t1,t2}: the tokens in the order of names.
+            const std::vector<std::string> asked = split_array(*step.params[0]);
+            const std::vector<std::string> granted = split_array(o.value(0, 0));
+            for (std::size_t i = 0; i < asked.size() && i < granted.size(); ++i)
+                tokens_[asked[i]].push_back(granted[i]);
+        }
     }
 
 private:
+    static std::vector<std::string> split_array(const std::string& text)
+    {
+        std::vector<std::string> items;
+        std::string item;
+        for (char ch : text.substr(1, text.size() - 2)) {
+            if (ch == ',') {
+                items.push_back(item);
+                item.clear();
+            } else {
+                item += ch;
+            }
+        }
+        items.push_back(item);
+        return items;
+    }
+
     // Between the editions, a fenced write in a transaction whose snapshot
     // is older than the statement differs by design (docs/sql-edition.md,
     // "Isolation"): the extension fences against the latest lease state, the
@@ -409,6 +479,7 @@ private:
     bool snapshot_isolation_[connections_per_side] = {};
     std::map<std::string, std::vector<std::string>> tokens_;
     std::vector<std::string> sessions_;
+    std::string last_value_name_;
 };
 
 // The lease state of a database, as text that must be equal on both sides.
@@ -423,7 +494,15 @@ std::string final_state(const std::string& database, bool editions)
             "                     ORDER BY name) FROM lease.leases),"
             "  (SELECT string_agg(concat_ws('|', event, name, token, owner, role, session), ';'"
             "                     ORDER BY name, token, event, owner) FROM lease.history),"
-            "  (SELECT last_value FROM lease.fencing_token_seq))");
+            "  (SELECT string_agg(concat_ws('|', id, owner, role, bound_pid, closed_at IS NULL,"
+            "                               expires_at > now()), ';' ORDER BY id) FROM lease.sessions),"
+            "  (SELECT string_agg(concat_ws('|', token, name, mode, permits, owner, role, session, value,"
+            "                               expires_at > now()), ';' ORDER BY token) FROM lease.holders),"
+            "  (SELECT string_agg(concat_ws('|', key, fingerprint, status, token, result, owner, role,"
+            "                               finished_at IS NULL), ';' ORDER BY key) FROM lease.idempotency_keys),"
+            "  (SELECT string_agg(concat_ws('|', name, token, value), ';' ORDER BY name) FROM lease.lease_values),"
+            "  (SELECT last_value FROM lease.fencing_token_seq),"
+            "  (SELECT last_value FROM lease.session_id_seq))");
     return pqtest::scalar(
         conn,
         "SELECT concat_ws(E'\\n',"
@@ -447,9 +526,11 @@ std::string amcheck(const std::string& database, bool editions)
         return pqtest::scalar(
             conn,
             "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
-            "                      (SELECT count(*) FROM verify_heapam('lease.history')), 0,"
+            "                      (SELECT count(*) FROM verify_heapam('lease.history')),"
+            "                      (SELECT count(*) FROM verify_heapam('lease.idempotency_keys')),"
             "                      (SELECT count(bt_index_check(indexrelid, true)) FROM pg_catalog.pg_index"
-            "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass)))");
+            "                        WHERE indrelid IN ('lease.leases'::regclass, 'lease.history'::regclass,"
+            "                                           'lease.idempotency_keys'::regclass)))");
     return pqtest::scalar(
         conn,
         "SELECT concat_ws(' ', (SELECT count(*) FROM verify_heapam('lease.leases')),"
@@ -552,16 +633,27 @@ int main(int argc, char** argv)
             // one may skip a number the other does not. Tokens must only
             // increase: both sequences go on from the larger one, and tokens
             // are compared by value.
-            const long long next_a = direct.next_token(), next_b = sql.next_token();
-            if (next_a != next_b) {
-                ++outcomes_seen["tokens skipped by one edition"];
-                (next_a < next_b ? direct : sql).skip_tokens_to(std::max(next_a, next_b));
+            // The same for session ids (a session_open that fails after
+            // nextval).
+            for (const char* sequence : {"lease.fencing_token_seq", "lease.session_id_seq"}) {
+                const long long next_a = direct.next_value(sequence), next_b = sql.next_value(sequence);
+                if (next_a != next_b) {
+                    ++outcomes_seen[std::string(sequence) + " skipped by one edition"];
+                    (next_a < next_b ? direct : sql).skip_to(sequence, std::max(next_a, next_b));
+                }
             }
         }
         const std::string a = outcome_text(on_direct), b = outcome_text(on_sql);
         if (options.trace)
             std::cout << "#   " << side_a << " " << a << ", " << side_b << " " << b << "\n";
-        ++outcomes_seen[on_direct.ok() ? step.kind + " ok" : "ERROR " + on_direct.sqlstate()];
+        // Between the editions, each session and idempotency call counts
+        // on its own (session_open ok, idempotency_fail ok, ...).
+        std::string kind = step.kind;
+        if (options.editions && (kind == "session" || kind == "idempotency")) {
+            const std::size_t from = step.sql.find("lease.") + 6;
+            kind = step.sql.substr(from, step.sql.find('(', from) - from);
+        }
+        ++outcomes_seen[on_direct.ok() ? kind + " ok" : "ERROR " + on_direct.sqlstate()];
         if (a != b) {
             std::string params;
             for (const Param& p : step.params)
@@ -614,7 +706,8 @@ int main(int argc, char** argv)
     const std::string state_a = final_state(database_a, options.editions),
                       state_b = final_state(database_b, options.editions);
     check(state_a == state_b,
-          options.editions ? "the leases, history and token sequence end equal in both editions"
+          options.editions ? "the leases, history, sessions, holders, idempotency keys, published values and the "
+                             "token and session sequences end equal in both editions"
                            : "the leases, sessions, history, holders, idempotency keys and token sequence end equal on "
                              "both paths",
           std::string(side_a) + ":\n" + state_a + "\n" + side_b + ":\n" + state_b);
