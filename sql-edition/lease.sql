@@ -406,7 +406,7 @@ BEGIN
 END $$;
 
 -- The next fencing token: every grant and revoke draws it here. SQL, so that
--- the check that this session's epoch is logged, one comparison, is inlined
+-- the check that this session's epoch is logged (a comparison with a currval) is inlined
 -- into the caller's expression; the first token of a session goes through
 -- lease._first_token_of_epoch. The setting carries the session's secret, so
 -- an application cannot SET its way past the check (an application that
