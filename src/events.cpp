@@ -139,7 +139,7 @@ void listen_events()
     Async_Listen("lease_events");
     LOCKTAG tag;
     set_watcher_locktag(&tag);
-    if (!LockHeldByMe(&tag, ShareLock))
+    if (!LockHeldByMe(&tag, ShareLock, false))
         (void) LockAcquire(&tag, ShareLock, true, false);
 }
 

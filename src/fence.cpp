@@ -88,14 +88,14 @@ bool surely_before(TimestampTz deadline)
 bool passed_before(const text* name, int64 token)
 {
     const std::size_t length = VARSIZE_ANY_EXHDR(name);
-    return last_pass.transaction == MyProc->lxid && last_pass.transaction != InvalidLocalTransactionId &&
+    return last_pass.transaction == my_local_transaction_id() && last_pass.transaction != InvalidLocalTransactionId &&
            last_pass.token == token && last_pass.name_length == length &&
            memcmp(last_pass.name, VARDATA_ANY(name), length) == 0 && surely_before(last_pass.expires_at);
 }
 
 void remember_pass(const text* name, int64 token, TimestampTz expires_at)
 {
-    last_pass.transaction = MyProc->lxid;
+    last_pass.transaction = my_local_transaction_id();
     last_pass.token = token;
     last_pass.expires_at = expires_at;
     last_pass.name_length = VARSIZE_ANY_EXHDR(name);

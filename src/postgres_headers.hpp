@@ -38,6 +38,7 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_relation.h"
 #include "rewrite/rewriteHandler.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
@@ -46,6 +47,7 @@ extern "C" {
 #include "storage/lock.h"
 #include "storage/predicate.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/sinval.h"
 #include "storage/sinvaladt.h"
 #include "tcop/tcopprot.h"
@@ -66,6 +68,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 #include "utils/xid8.h"
 #include "port/atomics.h"
@@ -76,4 +79,6 @@ extern "C" {
 // From libpq/libpq.h, which cannot be included without the GSSAPI headers
 // (libpq-be.h includes them when the server was built with GSSAPI).
 extern bool pq_check_connection(void);
+
+#include "pg_compat.hpp"
 }

@@ -11,7 +11,7 @@ KeyScan open_for_key_read(Oid table_id, const char* table_name)
         aclcheck_error(allowed, OBJECT_TABLE, table_name);
     KeyScan scan = {};
     scan.table = table_open(table_id, AccessShareLock);
-    if (!OidIsValid(RelationGetPrimaryKeyIndex(scan.table)))
+    if (!OidIsValid(RelationGetPrimaryKeyIndex(scan.table, false)))
         elog(ERROR, "lease: lease.%s has no primary key", table_name);
     return scan;
 }
@@ -19,7 +19,7 @@ KeyScan open_for_key_read(Oid table_id, const char* table_name)
 KeyScan begin_key_scan(Oid table_id, const char* table_name, AttrNumber column, RegProcedure equality, Datum key_value)
 {
     KeyScan scan = open_for_key_read(table_id, table_name);
-    const Oid primary_key = RelationGetPrimaryKeyIndex(scan.table);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(scan.table, false);
     ScanKeyData key;
     ScanKeyEntryInitialize(&key, 0, column, BTEqualStrategyNumber, InvalidOid,
                            TupleDescAttr(RelationGetDescr(scan.table), column - 1)->attcollation, equality, key_value);

@@ -125,6 +125,9 @@ struct WriteTarget {
     MemoryContext context;  // holds everything below; reset on a rebuild
     EState* estate;
     ResultRelInfo* result;
+    // The table's permission info in estate: the columns a change sets go in
+    // its updatedCols, as a statement's.
+    RTEPermissionInfo* permissions;
     int columns;  // the table's, dropped ones included
     // Whether the table has a CHECK constraint or a stored generated column
     // (a DBA's): then a change checks its new version before it locks the
@@ -177,7 +180,9 @@ void build_write_target(WriteTarget* target, Relation table, List* index_oids)
     entry->relid = RelationGetRelid(table);
     entry->relkind = table->rd_rel->relkind;
     entry->rellockmode = RowExclusiveLock;
-    ExecInitRangeTable(estate, list_make1(entry));
+    List* permission_infos = NIL;
+    RTEPermissionInfo* const permissions = addRTEPermissionInfo(&permission_infos, entry);
+    ExecInitRangeTable(estate, list_make1(entry), permission_infos, bms_make_singleton(1));
     ResultRelInfo* const result = makeNode(ResultRelInfo);
     InitResultRelInfo(result, table, 1, nullptr, 0);
     const int count = list_length(index_oids);
@@ -196,6 +201,7 @@ void build_write_target(WriteTarget* target, Relation table, List* index_oids)
     MemoryContextSwitchTo(caller_context);
     target->estate = estate;
     target->result = result;
+    target->permissions = permissions;
     target->index_count = count;
     target->columns = natts;
     const TupleConstr* const constraints = RelationGetDescr(table)->constr;
@@ -250,7 +256,7 @@ WriteTarget* begin_write(Relation table, bool find_latest)
     // never reached end_write, and what it left points into memory its
     // (sub)transaction's abort freed (an update's columns, read by
     // ExecConstraints' error report of the next insert).
-    exec_rt_fetch(1, estate)->updatedCols = nullptr;
+    target->permissions->updatedCols = nullptr;
     estate->es_relations[0] = table;
     estate->es_output_cid = GetCurrentCommandId(true);
     if (find_latest)
@@ -268,7 +274,7 @@ void end_write(WriteTarget* target)
     EState* const estate = target->estate;
     estate->es_snapshot = InvalidSnapshot;
     estate->es_relations[0] = nullptr;
-    exec_rt_fetch(1, estate)->updatedCols = nullptr;
+    target->permissions->updatedCols = nullptr;
     ResultRelInfo* const result = target->result;
     for (int i = 0; i < target->index_count; ++i) {
         index_close(target->open_indexes[i], NoLock);
@@ -327,7 +333,7 @@ bool find_row(Relation table, const RowKey& key, const ItemPointerData& hint, Tu
             return true;
         ExecClearTuple(row);
     }
-    const Oid primary_key = RelationGetPrimaryKeyIndex(table);
+    const Oid primary_key = RelationGetPrimaryKeyIndex(table, false);
     if (!OidIsValid(primary_key))
         elog(ERROR, "lease: lease.%s has no primary key", RelationGetRelationName(table));
     const Relation index = index_open(primary_key, AccessShareLock);
@@ -396,7 +402,7 @@ HeapTuple row_tuple(TupleTableSlot* row)
 // version a concurrent change left).
 void check_before_lock(WriteTarget* target, Relation table, const RowVersion& next_version, TupleTableSlot* next)
 {
-    exec_rt_fetch(1, target->estate)->updatedCols = next_version.updated_columns;
+    target->permissions->updatedCols = next_version.updated_columns;
     ExecStoreHeapTuple(next_version.tuple, next, false);
     if (RelationGetDescr(table)->constr->has_generated_stored)
         ExecComputeStoredGenerated(target->result, target->estate, next, CMD_UPDATE);
@@ -489,10 +495,10 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
         // whose columns it sets gets the "unchanged" hint
         // (index_unchanged_by_update), which lets a btree delete the versions
         // it supersedes bottom-up instead of splitting a page.
-        exec_rt_fetch(1, target->estate)->updatedCols = next_version.updated_columns;
+        target->permissions->updatedCols = next_version.updated_columns;
         ExecStoreHeapTuple(next_version.tuple, next, true);
         EPQState recheck;
-        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1);
+        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1, NIL);
         ExecSimpleRelationUpdate(target->result, target->estate, &recheck, row, next);
         EvalPlanQualEnd(&recheck);
         remember_if_lease(table, key, next->tts_tid);
@@ -523,7 +529,7 @@ bool delete_row(Relation table, const RowKey& key, RowTest test, void* context)
     }
     if (accepted) {
         EPQState recheck;
-        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1);
+        EvalPlanQualInit(&recheck, target->estate, nullptr, NIL, -1, NIL);
         ExecSimpleRelationDelete(target->result, target->estate, &recheck, row);
         EvalPlanQualEnd(&recheck);
     }

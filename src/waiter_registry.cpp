@@ -20,10 +20,9 @@ struct WaiterSlot {
     char mode[12];
     TimestampTz since;
     uint64 ticket;  // arrival order
-    // Whom a release wakes (wake_registered_waiters): the backend's PGPROC,
-    // and while it sleeps at the head of a line, that line's queue lock and
-    // the session it watches (0: none).
-    int pgprocno;
+    // Whom a release wakes (wake_registered_waiters): the backend whose
+    // PGPROC has the slot's number, while it sleeps at the head of a line,
+    // that line's queue lock and the session it watches (0: none).
     bool asleep;
     LOCKTAG line;
     int64 watched_session;
@@ -44,14 +43,17 @@ bool exit_callback_registered = false;
 
 Size registry_size()
 {
-    return add_size(offsetof(WaiterRegistry, slots), mul_size(sizeof(WaiterSlot), MaxBackends + 1));
+    return add_size(offsetof(WaiterRegistry, slots), mul_size(sizeof(WaiterSlot), MaxBackends));
 }
 
 void initialize_registry(void* memory)
 {
     WaiterRegistry* table = static_cast<WaiterRegistry*>(memory);
     pg_atomic_init_u64(&table->next_ticket, 1);
-    table->slot_count = MaxBackends + 1;
+    // One slot per backend, at its PGPROC's number: backends have the first
+    // MaxBackends PGPROCs (auxiliary processes and prepared transactions
+    // the others), and only backends wait.
+    table->slot_count = MaxBackends;
     for (int i = 0; i < table->slot_count; ++i) {
         SpinLockInit(&table->slots[i].mutex);
         table->slots[i].waiting = false;
@@ -70,9 +72,9 @@ WaiterRegistry* waiter_registry()
 WaiterSlot* my_slot()
 {
     WaiterRegistry* table = waiter_registry();
-    if (table == nullptr || MyBackendId <= 0 || MyBackendId >= table->slot_count)
+    if (table == nullptr || MyProcNumber < 0 || MyProcNumber >= table->slot_count)
         return nullptr;
-    return &table->slots[MyBackendId];
+    return &table->slots[MyProcNumber];
 }
 
 void leave_at_exit(int, Datum)
@@ -107,7 +109,6 @@ void enter_waiter_registry(const text* name, const text* owner, const char* mode
     strlcpy(slot->mode, mode, sizeof(slot->mode));
     slot->since = GetCurrentTimestamp();
     slot->ticket = ticket;
-    slot->pgprocno = MyProc->pgprocno;
     slot->asleep = false;
     slot->watched_session = 0;
     slot->name_length = static_cast<uint16>(VARSIZE_ANY_EXHDR(name));
@@ -119,9 +120,9 @@ void enter_waiter_registry(const text* name, const text* owner, const char* mode
 
 void leave_waiter_registry()
 {
-    if (registry == nullptr || MyBackendId <= 0 || MyBackendId >= registry->slot_count)
+    if (registry == nullptr || MyProcNumber < 0 || MyProcNumber >= registry->slot_count)
         return;
-    WaiterSlot* slot = &registry->slots[MyBackendId];
+    WaiterSlot* slot = &registry->slots[MyProcNumber];
     SpinLockAcquire(&slot->mutex);
     slot->waiting = false;
     slot->asleep = false;
@@ -161,10 +162,9 @@ int wake_registered_waiters(const LOCKTAG* line, int64 session)
         const bool wake = slot->waiting && slot->asleep && slot->database == MyDatabaseId &&
                           (line != nullptr ? memcmp(&slot->line, line, sizeof(LOCKTAG)) == 0
                                            : slot->watched_session == session);
-        const int pgprocno = slot->pgprocno;
         SpinLockRelease(&slot->mutex);
         if (wake) {
-            SetLatch(&ProcGlobal->allProcs[pgprocno].procLatch);
+            SetLatch(&GetPGProcByNumber(i)->procLatch);
             ++woken;
         }
     }

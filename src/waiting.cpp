@@ -188,7 +188,7 @@ void wake_session_watchers_at_exit(int64 session)
     set_session_watch_locktag(&tag, session);
     VirtualTransactionId* const holders = GetLockConflicts(&tag, AccessExclusiveLock, nullptr);
     for (const VirtualTransactionId* holder = holders; VirtualTransactionIdIsValid(*holder); ++holder) {
-        PGPROC* proc = BackendIdGetProc(holder->backendId);
+        PGPROC* proc = virtual_transaction_proc(holder);
         if (proc != nullptr)
             SetLatch(&proc->procLatch);
     }
