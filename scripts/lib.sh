@@ -2,7 +2,7 @@
 # and a throwaway PostgreSQL cluster that lives only as long as the script.
 # shellcheck shell=bash
 
-PG_MAJOR=15
+PG_MAJOR=${LEASE_PG_MAJOR:-15}
 # LEASE_PGBIN: the bin directory of a private tree (private_pg_tree) whose
 # server loads another build of the extension, for running one suite against
 # a work-in-progress build without installing it over the system's.
