@@ -1,7 +1,10 @@
 -- ALTER EXTENSION lease UPDATE from every earlier version must give exactly the
 -- objects and privileges of a fresh CREATE EXTENSION lease (and the triggers on
 -- its tables, which are not member objects), and keep the leases and tokens
--- written before it.
+-- written before it. The only full scripts are lease--1.0.sql and the current
+-- version's (docs/reference.md, "Extension scripts"): CREATE EXTENSION lease
+-- VERSION '1.3' runs lease--1.0.sql and the update scripts up to 1.3; a plain
+-- CREATE EXTENSION lease runs the current version's full script.
 CREATE TEMP TABLE objects (source text, description text, acl text);
 -- Every member object of the installed extension, with its privileges, options,
 -- comment, columns (and their defaults), indexes, constraints, view
