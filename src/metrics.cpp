@@ -12,7 +12,7 @@ namespace {
 
 // The upper bounds of the buckets of lease_wait_seconds and
 // lease_hold_seconds, in microseconds: 1 ms to 4 hours, then +Inf. The view
-// lease.metrics names the same bounds in seconds (sql/lease--1.4.sql).
+// lease.metrics names the same bounds in seconds (sql/lease--1.5.sql).
 constexpr int64 bucket_bounds[] = {1000,     5000,     10000,     50000,      100000,     500000,
                                    1000000,  5000000,  10000000,  30000000,   60000000,   300000000,
                                    900000000, 3600000000LL, 14400000000LL};
