@@ -69,7 +69,7 @@ Datum prefix_rules_changed(FunctionCallInfo fcinfo)
     // commits (and to this one at its next command), and to nobody if it
     // rolls back.
     CacheInvalidateRelcacheByRelid(RelationGetRelid(trigger->tg_relation));
-    return PointerGetDatum(nullptr);
+    return PointerGetDatum(NULL);
 }
 
 bool caller_is_admin()

@@ -580,7 +580,7 @@ Datum fence_trigger(FunctionCallInfo fcinfo)
     const TriggerPlan& plan = plan_trigger(fcinfo, trigger, trigdata->tg_relation);
     if (TRIGGER_FIRED_BY_TRUNCATE(event)) {
         fence_truncate(plan, trigdata, table);
-        return PointerGetDatum(nullptr);
+        return PointerGetDatum(NULL);
     }
 
     HeapTuple row = TRIGGER_FIRED_BY_UPDATE(event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;

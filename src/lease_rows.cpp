@@ -78,7 +78,7 @@ bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapsh
     // row's HOT chain short: prune the page first (that moves tuples within
     // the page, so not while one is being read).
     const Buffer page = ReadBuffer(leases, ItemPointerGetBlockNumber(&version));
-    heap_page_prune_opt(leases, page);
+    prune_heap_page(leases, page);
     ReleaseBuffer(page);
     row->t_self = version;
     if (!heap_fetch(leases, snapshot, row, buffer, true)) {
@@ -120,7 +120,7 @@ ItemPointerData remembered_lease_version(Relation leases, const text* name)
     // What an index scan does on each heap page it visits, and what keeps a
     // row's HOT chain short: prune the page first.
     const Buffer page = ReadBuffer(leases, ItemPointerGetBlockNumber(&remembered.version));
-    heap_page_prune_opt(leases, page);
+    prune_heap_page(leases, page);
     ReleaseBuffer(page);
     return remembered.version;
 }

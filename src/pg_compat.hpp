@@ -90,3 +90,30 @@ static inline LocalTransactionId my_local_transaction_id()
     return MyProc->lxid;
 #endif
 }
+
+// 18: index_beginscan takes the scan's instrumentation (none here), 19 its
+// table-scan options (none here either).
+#if PG_VERSION_NUM < 180000
+#define index_beginscan(heap, index, snapshot, instrument, keys, orderbys, flags) \
+    index_beginscan(heap, index, snapshot, keys, orderbys)
+#elif PG_VERSION_NUM < 190000
+#define index_beginscan(heap, index, snapshot, instrument, keys, orderbys, flags) \
+    index_beginscan(heap, index, snapshot, instrument, keys, orderbys)
+#endif
+
+// On-access pruning of a heap page, as an index scan does on each page it
+// visits. 19's may also set the page's visibility map bits and leaves the
+// map page it pinned for that to its caller, who releases it here; the
+// relation is not read-only to the caller (it writes), so 19 prunes as
+// before.
+static inline void prune_heap_page(Relation relation, Buffer buffer)
+{
+#if PG_VERSION_NUM >= 190000
+    Buffer map_page = InvalidBuffer;
+    heap_page_prune_opt(relation, buffer, &map_page, false);
+    if (BufferIsValid(map_page))
+        ReleaseBuffer(map_page);
+#else
+    heap_page_prune_opt(relation, buffer);
+#endif
+}

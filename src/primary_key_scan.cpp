@@ -49,7 +49,7 @@ void scan_visible_rows(Oid table_id, RowVisitor visit, void* context)
     for (BlockNumber block = 0; block < blocks; ++block) {
         CHECK_FOR_INTERRUPTS();
         const Buffer buffer = ReadBufferExtended(table, MAIN_FORKNUM, block, RBM_NORMAL, strategy);
-        heap_page_prune_opt(table, buffer);
+        prune_heap_page(table, buffer);
         LockBuffer(buffer, BUFFER_LOCK_SHARE);
         const Page page = BufferGetPage(buffer);
         TestForOldSnapshot(snapshot, table, page);

@@ -341,7 +341,7 @@ bool find_row(Relation table, const RowKey& key, const ItemPointerData& hint, Tu
     ScanKeyEntryInitialize(&scan_key, 0, 1, BTEqualStrategyNumber, InvalidOid,
                            TupleDescAttr(RelationGetDescr(table), key.column - 1)->attcollation, key.equality,
                            key.value);
-    const IndexScanDesc scan = index_beginscan(table, index, snapshot, 1, 0);
+    const IndexScanDesc scan = index_beginscan(table, index, snapshot, nullptr, 1, 0, SO_NONE);
     index_rescan(scan, &scan_key, 1, nullptr, 0);
     const bool found = index_getnext_slot(scan, ForwardScanDirection, row);
     index_endscan(scan);
