@@ -37,8 +37,13 @@ chmod 755 "$WORK/dump"
 createdb source &&
     psql -X -q -v ON_ERROR_STOP=1 -d source -f test/majors/dump_source.sql >"$WORK/source.log" 2>&1 &&
     psql -X -q -A -t -v ON_ERROR_STOP=1 -d source -f test/majors/state.sql >"$WORK/dump/source-state.txt" 2>&1 &&
-    pg_dump -Fc -d source -f "$WORK/dump/lease15.dump" >>"$WORK/source.log" 2>&1
-report $? "a PostgreSQL 15 database with lease state of every kind, dumped ($(grep -c . "$WORK/dump/source-state.txt") kinds of state)" \
+    pg_dump -Fc -d source -f "$WORK/dump/lease15.dump" >>"$WORK/source.log" 2>&1 &&
+    # Tokens given after the dump, which the restored database cannot know
+    # of: its first grant must still be larger (the token epoch's leap).
+    psql -X -q -A -t -v ON_ERROR_STOP=1 -d source \
+        -c "SELECT max(lease.lease_acquire('after-dump-' || i, 'w', '1 hour')) FROM generate_series(1, 10) AS i" \
+        >"$WORK/dump/largest-after-dump.txt" 2>>"$WORK/source.log"
+report $? "a PostgreSQL 15 database with lease state of every kind, dumped ($(grep -c . "$WORK/dump/source-state.txt") kinds of state), and 10 grants after the dump (largest token $(cat "$WORK/dump/largest-after-dump.txt"))" \
     "$(tail -n 20 "$WORK/source.log" "$WORK/dump/source-state.txt")"
 echo "# on 15: $(tr '\n' ';' <"$WORK/dump/source-state.txt" | cut -c 1-300)..."
 cluster_destroy
