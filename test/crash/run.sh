@@ -353,6 +353,11 @@ for ((k = 1; k <= SESSIONS; k++)); do
     BG_PIDS+=($!)
 done
 sleep 1
+# One synchronous commit flushes the WAL of every asynchronous commit before
+# it, so that some fenced rows surely survive for the check below to judge
+# (on a loaded machine, a second of them may still all sit in WAL buffers);
+# the sessions' commits after it are asynchronous again until the stop.
+sql -c "INSERT INTO crash_control VALUES (0)" >/dev/null
 cluster_restart_server stop -m immediate
 wait "${BG_PIDS[@]}" 2>/dev/null
 BG_PIDS=()
