@@ -242,30 +242,5 @@ SELECT lease.lease_acquire_shared('idle', 'reader') > :idle_token AS regranted_a
 SELECT lease.semaphore_acquire('single', 'a', 1) IS NOT NULL AS a_granted,
        lease.semaphore_acquire('single', 'b', 1) IS NOT NULL AS b_granted;
 
--- 14. A backend that released the only holder it granted knows the name has
--- none while the name's mark is still that grant's, and does not read
--- lease.holders (src/holder_rows.cpp, store_known_without_holders); but not
--- once the release has rolled back, with its transaction or to a savepoint.
--- Each time a's permit is still held, and b's refused.
-SELECT lease.semaphore_acquire('lone', 'a', 1) AS lone_token \gset
-BEGIN;
-SELECT lease.lease_release('lone', :lone_token) AS released;
-ROLLBACK;
-SELECT coalesce(lease.semaphore_acquire('lone', 'b', 1)::text, 'refused') AS after_rollback;
-BEGIN;
-SAVEPOINT before_release;
-SELECT lease.lease_release('lone', :lone_token) AS released;
-ROLLBACK TO SAVEPOINT before_release;
-SELECT coalesce(lease.semaphore_acquire('lone', 'b', 1)::text, 'refused') AS after_savepoint;
-COMMIT;
--- Released for good: b takes the permit (in the same transaction too), and
--- c, after b's grant, finds it taken.
-BEGIN;
-SELECT lease.lease_release('lone', :lone_token) AS released;
-SELECT lease.semaphore_acquire('lone', 'b', 1) > :lone_token AS b_granted;
-SELECT coalesce(lease.semaphore_acquire('lone', 'c', 1)::text, 'refused') AS c_after_b;
-COMMIT;
-SELECT owner FROM lease.holders WHERE name = 'lone';
-
 DROP TABLE export_rows;
 DROP EXTENSION lease;

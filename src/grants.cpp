@@ -40,7 +40,6 @@ struct Checked {
     HolderState* ended;  // expired holders (permits, shared grants) to report
     int ended_count;
     const HolderState* replaced;  // the owner's own live holder, replaced by the new grant
-    int live_holders;  // the holders the grant leaves (count_holders')
 };
 
 bool same_text(const text* a, const text* b)
@@ -169,7 +168,7 @@ HolderCount count_holders(const GrantRequest& request, bool exclusive, HolderMod
     checked->ended = nullptr;
     checked->ended_count = 0;
     checked->replaced = nullptr;
-    if (!may_have_holders(checked->lease) || !catalog_has_holders() || store_known_without_holders(checked->lease))
+    if (!may_have_holders(checked->lease) || !catalog_has_holders())
         return count;
     int holder_count;
     HolderState* holders = store_holders(request.name, &holder_count);
@@ -261,7 +260,6 @@ Attempt check_grant(const GrantRequest& request, bool exclusive, HolderMode mode
         }
     }
     const HolderCount holders = count_holders(request, exclusive, mode, permits, checked);
-    checked->live_holders = holders.live;
     const int capacity = exclusive ? 1 : mode == HolderMode::semaphore ? permits : INT_MAX;
     if (holders.live > 0 && (exclusive || holders.live >= capacity)) {
         release_checked(request.name, *checked);
@@ -311,8 +309,7 @@ int64 write_holder(const GrantRequest& request, HolderMode mode, int32 permits, 
     const TimestampTz expires_at =
         request.session != 0 ? DT_NOEND : expiry_after(checked.now, request.ttl_microseconds);
     const int64 token = store_holder_grant(request.name, lease.version, mode, permits, request.owner, request.ttl,
-                                           checked.now, expires_at, GetUserId(), request.session,
-                                           checked.live_holders == 0);
+                                           checked.now, expires_at, GetUserId(), request.session);
     record_event(Event::acquired, request.name, token, request.owner, request.session, GetUserId());
     count_event(Counter::grants);
     commit_lease_change(LeaseChange::grant);

@@ -186,49 +186,15 @@ bool store_holder(int64 token, HolderState* holder)
 
 namespace {
 
-// The holder this backend last granted: where its row went (its release,
-// usually this backend's next call for the name, fetches that version
-// instead of searching the primary key, as read_latest does with a lease
-// row's version), and what store_known_without_holders needs to know of it.
+// The holder row this backend last inserted: its release, usually this
+// backend's next call for the name, fetches that version instead of searching
+// the primary key (as read_latest does with a lease row's version).
 struct RememberedHolder {
-    Oid table;  // lease.holders' OID; InvalidOid: nothing remembered
+    Oid table;  // InvalidOid: nothing remembered
     int64 token;
-    ItemPointerData version;  // invalid when inserted through SQL
-    bool alone;     // the grant left it the name's only holder
-    bool released;  // this backend deleted it, in this transaction or one that committed
+    ItemPointerData version;
 };
-RememberedHolder remembered_holder = {InvalidOid, 0, {}, false, false};
-
-// A delete that rolls back (or is prepared, and may yet be rolled back)
-// leaves the holder in place.
-void forget_release_at_abort(XactEvent event, void*)
-{
-    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
-        remembered_holder.released = false;
-}
-
-void forget_release_at_subabort(SubXactEvent event, SubTransactionId, SubTransactionId, void*)
-{
-    if (event == SUBXACT_EVENT_ABORT_SUB)
-        remembered_holder.released = false;
-}
-
-void remember_holder(Oid holders, int64 token, const ItemPointerData& version, bool alone)
-{
-    static bool callbacks_registered = false;
-    if (!callbacks_registered) {
-        RegisterXactCallback(forget_release_at_abort, nullptr);
-        RegisterSubXactCallback(forget_release_at_subabort, nullptr);
-        callbacks_registered = true;
-    }
-    remembered_holder = {holders, token, version, alone, false};
-}
-
-void note_deleted(int64 token)
-{
-    if (token == remembered_holder.token)
-        remembered_holder.released = true;
-}
+RememberedHolder remembered_holder = {InvalidOid, 0, {}};
 
 // The remembered version of token's holder row, or an invalid version: only
 // a hint of where to look, which delete_row checks (the version must still be
@@ -240,25 +206,13 @@ ItemPointerData remembered_holder_version(Relation holders, int64 token)
     ItemPointerSetInvalid(&version);
     // A VACUUM may have truncated the table since.
     if (remembered_holder.table == RelationGetRelid(holders) && remembered_holder.token == token &&
-        ItemPointerIsValid(&remembered_holder.version) && !IsolationIsSerializable() &&
+        !IsolationIsSerializable() &&
         ItemPointerGetBlockNumber(&remembered_holder.version) < RelationGetNumberOfBlocks(holders))
         version = remembered_holder.version;
     return version;
 }
 
 }  // namespace
-
-bool store_known_without_holders(const LeaseState& lease)
-{
-    // Every grant of a holder marks its name with a new token, and a token
-    // is given once, to one grant of one name (for as long as lease.holders
-    // is the table remembered: a new extension starts its tokens again).
-    // Under SERIALIZABLE the holders are read, for the predicate locks that
-    // the read takes.
-    return remembered_holder.released && remembered_holder.alone && may_have_holders(lease) &&
-           lease.token == remembered_holder.token &&
-           remembered_holder.table == lease_relations().oids[rel_holders] && !IsolationIsSerializable();
-}
 
 // holder_insert($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
 // $7 expires_at, $8 role, $9 session, $10 token)
@@ -271,7 +225,7 @@ constexpr StoredQuery query_holder_insert = {
 
 int64 store_holder_grant(const text* name, const ItemPointerData& version_read, HolderMode mode, int32 permits,
                          const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
-                         int64 session, bool alone)
+                         int64 session)
 {
     // The name's row takes the new token and the mark first: the holder's
     // token is the name's latest.
@@ -295,7 +249,6 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
         const CallerIdentity owner_connection = connect_as_lease_owner();
         run(query_holder_insert, values, nulls, false);
         finish_as_caller(owner_connection);
-        remember_holder(lease_relations().oids[rel_holders], token, ItemPointerData{}, alone);
         return token;
     }
     // Every grant of a permit or shared lease inserts a holder directly, as
@@ -307,8 +260,8 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
     const bool null_columns[holders_columns - 1] = {false, false, false, nulls[2] == 'n', false, false,
                                                     false, false, false, false,           nulls[8] == 'n'};
     static_assert(holders_column_value == holders_columns, "the value is the last column");
-    remember_holder(RelationGetRelid(holders), token,
-                    insert_directly(holders, columns, null_columns, holders_columns - 1), alone);
+    remembered_holder = {RelationGetRelid(holders), token,
+                         insert_directly(holders, columns, null_columns, holders_columns - 1)};
     table_close(holders, NoLock);
     become_caller(caller);
     // Like a statement, the insert is visible to what follows: a second
@@ -430,8 +383,6 @@ bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid ca
         }
         finish_as_caller(owner_connection);
     }
-    if (released)
-        note_deleted(token);
     return released;
 }
 
@@ -448,8 +399,6 @@ bool store_holder_end(int64 token)
     run(query_holder_end, values, nullptr, false);
     const bool ended = SPI_processed == 1;
     finish_as_caller(caller);
-    if (ended)
-        note_deleted(token);
     return ended;
 }
 

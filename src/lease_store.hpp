@@ -89,19 +89,10 @@ HolderState* store_holders(const text* name, int* count);
 bool store_holder(int64 token, HolderState* holder);
 // Writes a new holder (and marks the name's lease row, version_read as for
 // store_grant) and returns its token. Call with the name's fence lock held in
-// ExclusiveLock. alone: the grant leaves the new holder the name's only one
-// (for store_known_without_holders).
+// ExclusiveLock.
 int64 store_holder_grant(const text* name, const ItemPointerData& version_read, HolderMode mode, int32 permits,
                          const text* owner, const Interval* ttl, TimestampTz now, TimestampTz expires_at, Oid role,
-                         int64 session, bool alone);
-// Whether this backend knows, without reading lease.holders, that the name
-// whose lease row is lease (read with the name's fence lock held) has no
-// holders: its last grant of a holder made the holder alone and marked the
-// name, this backend has deleted that holder since (in this transaction or
-// one that committed), and the mark is still that grant's. A backend that
-// takes and releases a permit or shared grant of a name no one else holds
-// meanwhile reads lease.holders only to delete its holder.
-bool store_known_without_holders(const LeaseState& lease);
+                         int64 session);
 // Marks the name's lease row (creating it if need be) with a new token, which
 // it returns (version_read as for store_grant).
 int64 store_mark(const text* name, const ItemPointerData& version_read, const Interval* ttl, TimestampTz now, Oid role);
