@@ -214,6 +214,12 @@ ItemPointerData remembered_holder_version(Relation holders, int64 token)
 
 }  // namespace
 
+bool store_holder_granted_here(int64 token)
+{
+    return OidIsValid(remembered_holder.table) && remembered_holder.token == token &&
+           remembered_holder.table == lease_relations().oids[rel_holders] && !IsolationIsSerializable();
+}
+
 // holder_insert($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
 // $7 expires_at, $8 role, $9 session, $10 token)
 constexpr StoredQuery query_holder_insert = {
