@@ -82,4 +82,14 @@ SELECT ctid = :'s3_version' AS s4_took_the_slot FROM lease.holders WHERE token =
 SELECT lease.lease_release('s', :s3_token) AS released_s3;
 SELECT owner, token - :s2_token AS after_s2 FROM lease.holders ORDER BY token;
 
+-- The holder this backend granted last is released before the name's lease
+-- row is read (src/holders.cpp, release_own_holder), but only under its own
+-- name: under a lease's name, or a name without a row, nothing is released.
+SELECT lease.lease_acquire('plain', 'w') IS NOT NULL AS plain_granted;
+SELECT lease.semaphore_acquire('s5', 'w', 1, '1 hour') AS s5_token \gset
+SELECT lease.lease_release('plain', :s5_token) AS released_as_plain,
+       lease.lease_release('nameless', :s5_token) AS released_as_nameless;
+SELECT count(*) AS s5_holders FROM lease.holders WHERE token = :s5_token;
+SELECT lease.lease_release('s5', :s5_token) AS released_s5;
+
 DROP EXTENSION lease;
