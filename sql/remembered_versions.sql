@@ -60,4 +60,36 @@ SELECT lease.idempotency_complete('k1', :k1_token, '{}');
 SELECT key, status FROM lease.idempotency_keys ORDER BY key;
 \set VERBOSITY default
 
+-- A holder's release starts from the holder row version this backend's last
+-- grant inserted (src/holder_rows.cpp) only while a lookup through the
+-- primary key would find that very version: not once VACUUM has truncated
+-- the table below it (reading it would fail), nor once another holder's row
+-- has taken its slot (that holder must stay).
+SELECT lease.semaphore_acquire('s', 'w', 3, '1 hour') AS s1_token \gset
+DELETE FROM lease.holders WHERE token = :s1_token;
+VACUUM lease.holders;
+SELECT pg_relation_size('lease.holders') AS holders_bytes;
+SELECT lease.lease_release('s', :s1_token) AS released_s1;
+SELECT lease.semaphore_acquire('s', 'w', 3, '1 hour') AS s2_token \gset
+SELECT lease.semaphore_acquire('s', 'w2', 3, '1 hour') AS s3_token \gset
+SELECT ctid AS s3_version FROM lease.holders WHERE token = :s3_token \gset
+DELETE FROM lease.holders WHERE token = :s3_token;
+VACUUM lease.holders;
+INSERT INTO lease.holders (token, name, mode, permits, owner, ttl, acquired_at, renewed_at, expires_at, role)
+    VALUES (:s3_token + 1000, 's', 'semaphore', 3, 'w2', '1 hour', now(), now(), now() + '1 hour',
+            current_user::regrole);
+SELECT ctid = :'s3_version' AS s4_took_the_slot FROM lease.holders WHERE token = :s3_token + 1000;
+SELECT lease.lease_release('s', :s3_token) AS released_s3;
+SELECT owner, token - :s2_token AS after_s2 FROM lease.holders ORDER BY token;
+
+-- The holder this backend granted last is released before the name's lease
+-- row is read (src/holders.cpp, release_own_holder), but only under its own
+-- name: under a lease's name, or a name without a row, nothing is released.
+SELECT lease.lease_acquire('plain', 'w') IS NOT NULL AS plain_granted;
+SELECT lease.semaphore_acquire('s5', 'w', 1, '1 hour') AS s5_token \gset
+SELECT lease.lease_release('plain', :s5_token) AS released_as_plain,
+       lease.lease_release('nameless', :s5_token) AS released_as_nameless;
+SELECT count(*) AS s5_holders FROM lease.holders WHERE token = :s5_token;
+SELECT lease.lease_release('s5', :s5_token) AS released_s5;
+
 DROP EXTENSION lease;

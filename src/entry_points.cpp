@@ -194,6 +194,8 @@ Datum release(FunctionCallInfo fcinfo)
     lease::forget_passed_fence_checks();
     lease::commit_lease_change(lease::LeaseChange::heartbeat_or_release);
     const TimestampTz now = GetCurrentTimestamp();
+    if (lease::catalog_has_holders() && lease::release_own_holder(name, token, now))
+        PG_RETURN_BOOL(keep_share_lock_if(true, &tag));
     const lease::LeaseState lease = lease::read_latest(name);
     if (lease::may_have_holders(lease) && lease::catalog_has_holders())
         PG_RETURN_BOOL(keep_share_lock_if(lease::release_holder(name, token, now), &tag));

@@ -184,6 +184,42 @@ bool store_holder(int64 token, HolderState* holder)
     return found;
 }
 
+namespace {
+
+// The holder row this backend last inserted: its release, usually this
+// backend's next call for the name, fetches that version instead of searching
+// the primary key (as read_latest does with a lease row's version).
+struct RememberedHolder {
+    Oid table;  // InvalidOid: nothing remembered
+    int64 token;
+    ItemPointerData version;
+};
+RememberedHolder remembered_holder = {InvalidOid, 0, {}};
+
+// The remembered version of token's holder row, or an invalid version: only
+// a hint of where to look, which delete_row checks (the version must still be
+// the token's, visible to the latest snapshot). None under SERIALIZABLE, where
+// the lookup's predicate lock is part of what the read does.
+ItemPointerData remembered_holder_version(Relation holders, int64 token)
+{
+    ItemPointerData version;
+    ItemPointerSetInvalid(&version);
+    // A VACUUM may have truncated the table since.
+    if (remembered_holder.table == RelationGetRelid(holders) && remembered_holder.token == token &&
+        !IsolationIsSerializable() &&
+        ItemPointerGetBlockNumber(&remembered_holder.version) < RelationGetNumberOfBlocks(holders))
+        version = remembered_holder.version;
+    return version;
+}
+
+}  // namespace
+
+bool store_holder_granted_here(int64 token)
+{
+    return OidIsValid(remembered_holder.table) && remembered_holder.token == token &&
+           remembered_holder.table == lease_relations().oids[rel_holders] && !IsolationIsSerializable();
+}
+
 // holder_insert($1 name, $2 mode, $3 permits, $4 owner, $5 ttl, $6 now,
 // $7 expires_at, $8 role, $9 session, $10 token)
 constexpr StoredQuery query_holder_insert = {
@@ -230,7 +266,8 @@ int64 store_holder_grant(const text* name, const ItemPointerData& version_read, 
     const bool null_columns[holders_columns - 1] = {false, false, false, nulls[2] == 'n', false, false,
                                                     false, false, false, false,           nulls[8] == 'n'};
     static_assert(holders_column_value == holders_columns, "the value is the last column");
-    insert_directly(holders, columns, null_columns, holders_columns - 1);
+    remembered_holder = {RelationGetRelid(holders), token,
+                         insert_directly(holders, columns, null_columns, holders_columns - 1)};
     table_close(holders, NoLock);
     become_caller(caller);
     // Like a statement, the insert is visible to what follows: a second
@@ -333,7 +370,7 @@ bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid ca
     if (holders != nullptr) {
         Release release = {name, now, caller, admin, nullptr, InvalidOid};
         const RowKey key = {holders_column_token, int8eq, F_INT8EQ, Int64GetDatum(token)};
-        released = delete_row(holders, key, holder_to_release, &release);
+        released = delete_row(holders, key, remembered_holder_version(holders, token), holder_to_release, &release);
         table_close(holders, NoLock);
         become_caller(caller_identity);
         *owner = release.owner;

@@ -100,6 +100,18 @@ bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const Time
     return callers_live_holder(name, token, now, &holder) && holder.session != 0;
 }
 
+namespace {
+
+// What a release reports once the holder is deleted.
+void holder_released(const text* name, int64 token, const HolderState& holder)
+{
+    record_event(Event::released, name, token, holder.owner, holder.session, holder.role);
+    count_event(Counter::releases);
+    wake_waiters_at_commit(name);
+}
+
+}  // namespace
+
 bool release_holder(const text* name, int64 token, TimestampTz now)
 {
     forget_passed_fence_checks();
@@ -112,9 +124,22 @@ bool release_holder(const text* name, int64 token, TimestampTz now)
             !store_holder_end(token))
             return false;
     }
-    record_event(Event::released, name, token, holder.owner, holder.session, holder.role);
-    count_event(Counter::releases);
-    wake_waiters_at_commit(name);
+    holder_released(name, token, holder);
+    return true;
+}
+
+bool release_own_holder(const text* name, int64 token, TimestampTz now)
+{
+    if (!store_holder_granted_here(token))
+        return false;
+    const LOCKTAG tag = holder_tag(token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    HolderState holder = {};
+    if (!store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder.owner, &holder.role)) {
+        LockRelease(&tag, ShareLock, false);
+        return false;
+    }
+    holder_released(name, token, holder);
     return true;
 }
 

@@ -21,6 +21,14 @@ bool name_has_holders(const text* name, const LeaseState& lease);
 // name's fence lock held in ShareLock when the name may have holders.
 bool heartbeat_holder(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at);
 bool release_holder(const text* name, int64 token, TimestampTz now);
+// lease_release's first try for the holder this backend granted last, before
+// it reads the name's lease row: true when it released it. A holder lives
+// only under its name's mark (a grant of a holder marks the name, and a grant
+// of the lease, a revoke and lease.prune end or find no holders first, with
+// the fence lock held in ExclusiveLock), so a live holder of the name found
+// by its token is released as release_holder would release it; false
+// (changing nothing) sends the caller the usual way.
+bool release_own_holder(const text* name, int64 token, TimestampTz now);
 
 // lease_revoke's part for holders, with the name's fence lock held in
 // ExclusiveLock: waits for each holder's fenced writes, ends them all, and

@@ -256,7 +256,8 @@ void store_key_forget(const text* key)
     const CallerIdentity caller = become_lease_owner();
     const Relation keys = open_for_direct_write(rel_idempotency_keys, CMD_DELETE);
     if (keys != nullptr) {
-        (void) delete_row(keys, key_of(key), any_key_row, nullptr);
+        const ItemPointerData no_hint = {};
+        (void) delete_row(keys, key_of(key), no_hint, any_key_row, nullptr);
         table_close(keys, NoLock);
         become_caller(caller);
         return;

@@ -101,6 +101,10 @@ int64 store_mark(const text* name, const ItemPointerData& version_read, const In
 // nothing, otherwise.
 bool store_holder_heartbeat(const text* name, int64 token, TimestampTz now, const TimestampTz* explicit_expires_at,
                             Oid caller, bool admin);
+// Whether token is the holder this backend granted last (never under
+// SERIALIZABLE, where a release reads the name's lease row for its predicate
+// lock).
+bool store_holder_granted_here(int64 token);
 // Ends such a holder and tells who it was; false, changing nothing,
 // otherwise. The name's mark stays (see may_have_holders).
 bool store_holder_release(const text* name, int64 token, TimestampTz now, Oid caller, bool admin, text** owner,

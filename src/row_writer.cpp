@@ -513,13 +513,12 @@ bool change_row(Relation table, const RowKey& key, const ItemPointerData& versio
     return changed;
 }
 
-bool delete_row(Relation table, const RowKey& key, RowTest test, void* context)
+bool delete_row(Relation table, const RowKey& key, const ItemPointerData& hint, RowTest test, void* context)
 {
     WriteTarget* const target = begin_write(table, true);
     const TupleDesc columns = RelationGetDescr(table);
     TupleTableSlot* const row = table_slot_create(table, nullptr);
-    const ItemPointerData no_hint = {};
-    bool accepted = find_row(table, key, no_hint, row) && test(row_tuple(row), columns, context);
+    bool accepted = find_row(table, key, hint, row) && test(row_tuple(row), columns, context);
     if (accepted) {
         const Locked locked = lock_row(table, row, LockTupleExclusive, false);
         if (locked == Locked::changed_since)

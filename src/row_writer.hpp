@@ -120,9 +120,11 @@ bool fetch_remembered_version(Relation leases, const text* name, Snapshot snapsh
 // run as the table's owner would, with the concurrency rules of change_row
 // (READ COMMITTED waits for a version in flight and retests its successor;
 // REPEATABLE READ and SERIALIZABLE raise 40001). table is
-// open_for_direct_write(..., CMD_DELETE)'s. Returns whether a row was
+// open_for_direct_write(..., CMD_DELETE)'s. hint, when valid, is where the
+// row may be (a version remembered, checked to be within the table's blocks):
+// looked at first, as change_row's version_read. Returns whether a row was
 // deleted; like a statement, makes the delete visible to what follows.
-bool delete_row(Relation table, const RowKey& key, RowTest test, void* context);
+bool delete_row(Relation table, const RowKey& key, const ItemPointerData& hint, RowTest test, void* context);
 
 // The columns a change of a row sets; the others -- a DBA's added columns
 // included -- keep their values. One slot per column the table has
