@@ -41,7 +41,6 @@ build_tools() {
         command -v "$tool" || true
     done
     [ -d "/usr/include/postgresql/$major/server" ] && echo "/usr/include/postgresql/$major/server"
-    [ -e "/usr/lib/postgresql/$major/bin/pg_config" ] && echo "/usr/lib/postgresql/$major/bin/pg_config"
     dpkg-query -W -f='${Package} ${Status}\n' 'postgresql-server-dev-*' 2>/dev/null | grep ' installed$' || true
 }
 
@@ -53,8 +52,7 @@ report $? "no compiler, make or PostgreSQL $major server headers in the chroot" 
 (cd "$deb_dir" && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ./postgresql-"$major"-lease_*.deb) \
     >"$WORK/install.log" 2>&1 &&
     dpkg-query -W -f='${Status}' "postgresql-$major-lease" | grep -q 'install ok installed'
-report $? "apt-get install ./postgresql-$major-lease_$(dpkg-query -W -f='${Version}' "postgresql-$major-lease" 2>/dev/null)_*.deb" \
-    "$(tail -n 30 "$WORK/install.log")"
+report $? "apt-get install ./$(cd "$deb_dir" && echo postgresql-"$major"-lease_*.deb)" "$(tail -n 30 "$WORK/install.log")"
 [ "$failed" -eq 0 ] || finish
 after=$(build_tools)
 [ -z "$after" ]

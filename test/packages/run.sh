@@ -39,7 +39,7 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-55300}
 WORK=$(mktemp -d /tmp/lease-packages.XXXXXX)
 chmod 755 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
-ensure_packages debhelper dpkg-dev postgresql-server-dev-all libpq-dev g++ make python3 unzip >"$WORK/packages.log" 2>&1 ||
+ensure_packages build-essential debhelper postgresql-server-dev-all libpq-dev python3 unzip >"$WORK/packages.log" 2>&1 ||
     { cat "$WORK/packages.log"; exit 1; }
 
 # copy_checkout DIR: the checkout's files (tracked and untracked, not
@@ -94,9 +94,9 @@ report $? "META.json has what PGXN Meta Spec 1.0.0 requires, and the files it na
 rm -f "lease-$meta_version.zip"
 make -s dist >"$WORK/dist.log" 2>&1 && mv "lease-$meta_version.zip" "$WORK/" 2>>"$WORK/dist.log" &&
     unzip -l "$WORK/lease-$meta_version.zip" >"$WORK/dist-list.txt" &&
-    grep -q " lease-$meta_version/META.json$" "$WORK/dist-list.txt" &&
+    unzip -p "$WORK/lease-$meta_version.zip" "lease-$meta_version/META.json" | cmp -s - META.json &&
     grep -q " lease-$meta_version/sql/lease--$control_version.sql$" "$WORK/dist-list.txt"
-report $? "make dist: lease-$meta_version.zip of HEAD, META.json at its top ($(grep -c " lease-$meta_version/" "$WORK/dist-list.txt" 2>/dev/null) entries)" \
+report $? "make dist: lease-$meta_version.zip of HEAD, this META.json at its top ($(grep -c " lease-$meta_version/" "$WORK/dist-list.txt" 2>/dev/null) entries)" \
     "$(cat "$WORK/dist.log"; head -n 5 "$WORK/dist-list.txt" 2>/dev/null)"
 
 # 2. The packages.
@@ -139,7 +139,9 @@ for major in "${majors[@]}"; do
         where="in $(sed -n 's/^VERSION_CODENAME=//p' "$root/etc/os-release")"
     fi
     deb=$(ls "$debs"/postgresql-"$major"-lease_*.deb 2>/dev/null | head -n 1)
-    [ "$rc" -eq 0 ] && [ -n "$deb" ] && no_werror "$WORK/build$major.log" && check_deb "$major" "$deb" >>"$WORK/build$major.log" 2>&1
+    # The build's tests ran: pg_regress's and the isolation specs' summaries.
+    [ "$rc" -eq 0 ] && [ -n "$deb" ] && [ "$(grep -cE 'All [0-9]+ tests passed' "$WORK/build$major.log")" -ge 2 ] &&
+        no_werror "$WORK/build$major.log" && check_deb "$major" "$deb" >>"$WORK/build$major.log" 2>&1
     report $? "postgresql-$major-lease builds with dpkg-buildpackage $where, tests passing, without -Werror, with lease.so, pg_lease and the scripts ($((SECONDS - started)) s)" \
         "$(grep -E -- '-Werror( |$)' "$WORK/build$major.log" | head -n 3; grep -E 'FAILED|error' "$WORK/build$major.log" | head -n 20; tail -n 30 "$WORK/build$major.log")"
     [ -n "$deb" ] && mkdir -p "$WORK/debs" && cp "$deb" "$WORK/debs/"
