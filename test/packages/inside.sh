@@ -69,10 +69,11 @@ report $? "pg_lease on PATH: /usr/bin/pg_lease -> $(readlink -f /usr/bin/pg_leas
 scripts/demo --installed >"$WORK/demo.log" 2>&1
 rc=$?
 # Its story: worker A's late write is rejected, the table holds the two
-# writes made under a live lease, and the tour's fenced UPDATE passes.
+# writes made under a live lease, and nothing else fails (the tour's fenced
+# UPDATE among the rest).
 [ "$rc" -eq 0 ] && grep -q 'ERROR:  stale fencing token 1 for lease "billing-run": the current token is 2' "$WORK/demo.log" &&
-    sed -n '/^5\. /,/^Quick tour/p' "$WORK/demo.log" | grep -q '(2 rows)' &&
-    grep -qE '^ +globex +\| +260 +\| +worker-B' "$WORK/demo.log"
+    [ "$(grep -c 'ERROR' "$WORK/demo.log")" = 1 ] &&
+    sed -n '/^5\. /,/^Quick tour/p' "$WORK/demo.log" | grep -q '(2 rows)'
 report $? "scripts/demo --installed tells the fencing story on the packaged extension" "$(tail -n 60 "$WORK/demo.log")"
 
 # 4. A cluster of its own.
