@@ -10,7 +10,8 @@
 #      to this major's (debian/pg_lease.alternatives.in);
 #   3. the demo against the packaged install (scripts/demo --installed);
 #   4. on a cluster of its own: CREATE EXTENSION lease, `pg_lease acquire`,
-#      a fenced write with that token and a stale one, `pg_lease list`;
+#      `revoke` and `acquire` again, a fenced write with the new token and
+#      one with the old, `pg_lease list`;
 #   5. apt-get remove takes pg_lease off PATH again.
 #
 # Prints TAP-style lines and "installedMAJOR: P passed, F failed".
@@ -86,28 +87,33 @@ version=$(psql -X -q -A -t -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION lease' \
 [ "$version" = "$(sed -n "s/^default_version = '\(.*\)'/\1/p" lease.control)" ]
 report $? "CREATE EXTENSION lease: version $version" "$version"
 
-token=$(pg_lease acquire nightly-billing --owner packaged-worker --ttl 1m 2>&1)
-[[ "$token" =~ ^[0-9]+$ ]]
-report $? "pg_lease acquire nightly-billing: token $token" "$token"
+# Worker A's grant is revoked and worker B's follows: B's token fences
+# the table, A's is stale.
+old=$(pg_lease acquire nightly-billing --owner worker-A --ttl 1m 2>&1) &&
+    pg_lease revoke nightly-billing >"$WORK/revoke.txt" 2>&1 &&
+    token=$(pg_lease acquire nightly-billing --owner worker-B --ttl 1m 2>&1)
+[[ "$old" =~ ^[0-9]+$ && "$token" =~ ^[0-9]+$ && "$token" -gt "$old" ]]
+report $? "pg_lease acquire, revoke, acquire: worker A's token $old, then worker B's $token" "$old $(cat "$WORK/revoke.txt") $token"
 writes=$(psql -X -q -A -t -v ON_ERROR_STOP=1 \
     -c "CREATE TABLE invoices (id serial PRIMARY KEY, customer text, fence_token bigint)" \
     -c "CREATE TRIGGER invoices_fence BEFORE INSERT OR UPDATE OR DELETE ON invoices
             FOR EACH ROW EXECUTE FUNCTION lease.fence_trigger('nightly-billing')" \
-    -c "INSERT INTO invoices (customer, fence_token) VALUES ('acme', $token)" 2>&1)
-stale=$(psql -X -q -A -t -c "INSERT INTO invoices (customer, fence_token) VALUES ('acme', $((token - 1)))" 2>&1)
-rows=$(psql -X -q -A -t -c "SELECT count(*) FROM invoices" 2>&1)
-[ -z "$writes" ] && [[ "$stale" == *"stale fencing token $((token - 1))"* ]] && [ "$rows" = 1 ]
-report $? "a fenced write with the token passes, one with a stale token is rejected" "$writes $stale rows: $rows"
+    -c "INSERT INTO invoices (customer, fence_token) VALUES ('globex', $token)" 2>&1)
+stale=$(psql -X -q -A -t -c "INSERT INTO invoices (customer, fence_token) VALUES ('acme', $old)" 2>&1)
+rows=$(psql -X -q -A -t -c "SELECT string_agg(customer, ',') FROM invoices" 2>&1)
+[ -z "$writes" ] && [[ "$stale" == *"stale fencing token $old "* ]] && [ "$rows" = globex ]
+report $? "a fenced write with worker B's token passes, worker A's stale one is rejected" "$writes $stale rows: $rows"
 
 pg_lease list >"$WORK/list.txt" 2>&1 &&
-    grep -qE "^nightly-billing +packaged-worker +$token +held " "$WORK/list.txt"
-report $? "pg_lease list shows the lease held" "$(cat "$WORK/list.txt")"
+    grep -qE "^nightly-billing +worker-B +$token +held " "$WORK/list.txt"
+report $? "pg_lease list shows worker B's lease held" "$(cat "$WORK/list.txt")"
 cluster_destroy
 trap 'rm -rf "$WORK"' EXIT
 
 # 5. The alternative goes with the package.
+# (hash -r: bash remembers where it found pg_lease.)
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -q "postgresql-$major-lease" >"$WORK/remove.log" 2>&1 &&
-    ! command -v pg_lease >/dev/null && [ ! -e /usr/bin/pg_lease ] &&
+    hash -r && ! command -v pg_lease >/dev/null && ! update-alternatives --query pg_lease >/dev/null 2>&1 &&
     [ ! -e "/usr/share/postgresql/$major/extension/lease.control" ]
 report $? "apt-get remove postgresql-$major-lease takes pg_lease off PATH" "$(tail -n 10 "$WORK/remove.log"; ls -l /usr/bin/pg_lease 2>&1)"
 
