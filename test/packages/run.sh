@@ -11,7 +11,7 @@
 #      major in a chroot of the Debian suite that carries it
 #      (scripts/major-chroot NN --packaging), where pgxnclient then installs
 #      the release archive. Neither build passes -Werror, even with WERROR
-#      exported (scripts/test exports it).
+#      exported (scripts/test exports it); lintian finds no error in either.
 #   3. For each major, in a chroot with nothing but the server
 #      (scripts/major-chroot NN --runtime), test/packages/inside.sh installs
 #      the package with `apt-get install ./postgresql-NN-lease_*.deb`, checks
@@ -39,7 +39,7 @@ export LEASE_TEST_PORT=${LEASE_TEST_PORT:-55300}
 WORK=$(mktemp -d /tmp/lease-packages.XXXXXX)
 chmod 755 "$WORK"
 trap 'rm -rf "$WORK"' EXIT
-ensure_packages build-essential debhelper postgresql-server-dev-all libpq-dev python3 unzip >"$WORK/packages.log" 2>&1 ||
+ensure_packages build-essential debhelper postgresql-server-dev-all libpq-dev python3 unzip lintian >"$WORK/packages.log" 2>&1 ||
     { cat "$WORK/packages.log"; exit 1; }
 
 # copy_checkout DIR: the checkout's files (tracked and untracked, not
@@ -143,8 +143,12 @@ for major in "${majors[@]}"; do
     [ "$rc" -eq 0 ] && [ -n "$deb" ] && [ "$(grep -cE 'All [0-9]+ tests passed' "$WORK/build$major.log")" -ge 2 ] &&
         no_werror "$WORK/build$major.log" && check_deb "$major" "$deb" >>"$WORK/build$major.log" 2>&1
     report $? "postgresql-$major-lease builds with dpkg-buildpackage $where, tests passing, without -Werror, with lease.so, pg_lease and the scripts ($((SECONDS - started)) s)" \
-        "$(grep -E -- '-Werror( |$)' "$WORK/build$major.log" | head -n 3; grep -E 'FAILED|error' "$WORK/build$major.log" | head -n 20; tail -n 30 "$WORK/build$major.log")"
+        "$(grep -E -- '-Werror( |$)' "$WORK/build$major.log" | head -n 3; grep -E 'FAILED|error:|\*\*\*' "$WORK/build$major.log" | head -n 20; tail -n 30 "$WORK/build$major.log")"
     [ -n "$deb" ] && mkdir -p "$WORK/debs" && cp "$deb" "$WORK/debs/"
+    if [ -n "$deb" ]; then
+        lintian --fail-on error "$deb" >"$WORK/lintian$major.log" 2>&1
+        report $? "lintian finds no error in ${deb##*/} ($(grep -c '^W: ' "$WORK/lintian$major.log") warnings)" "$(cat "$WORK/lintian$major.log")"
+    fi
 
     if [ "$major" != 15 ]; then
         # The release archive as PGXN's client installs it (make, make install),
