@@ -53,8 +53,9 @@ report $? "no compiler, make or PostgreSQL $major server headers in the chroot" 
 (cd "$deb_dir" && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ./postgresql-"$major"-lease_*.deb) \
     >"$WORK/install.log" 2>&1 &&
     dpkg-query -W -f='${Status}' "postgresql-$major-lease" | grep -q 'install ok installed'
-report $? "apt-get install ./$(cd "$deb_dir" && echo postgresql-"$major"-lease_*.deb)" "$(tail -n 30 "$WORK/install.log")"
-[ "$failed" -eq 0 ] || finish
+rc=$?
+report $rc "apt-get install ./$(cd "$deb_dir" && echo postgresql-"$major"-lease_*.deb)" "$(tail -n 30 "$WORK/install.log")"
+[ "$rc" -eq 0 ] || finish
 after=$(build_tools)
 [ -z "$after" ]
 report $? "the package brought no compiler, make or server headers" "$after"
@@ -79,9 +80,10 @@ report $? "scripts/demo --installed tells the fencing story on the packaged exte
 
 # 4. A cluster of its own.
 cluster_start >"$WORK/start.log" 2>&1
-report $? "a cluster of PostgreSQL $major starts" "$(cat "$WORK/start.log" "$CLUSTER_DIR/server.log" 2>/dev/null | tail -n 20)"
+rc=$?
+report $rc "a cluster of PostgreSQL $major starts" "$(cat "$WORK/start.log" "$CLUSTER_DIR/server.log" 2>/dev/null | tail -n 20)"
 trap 'cluster_destroy; rm -rf "$WORK"' EXIT # cluster_start set its own
-[ "$failed" -eq 0 ] || finish
+[ "$rc" -eq 0 ] || finish
 version=$(psql -X -q -A -t -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION lease' \
     -c "SELECT extversion FROM pg_extension WHERE extname = 'lease'" 2>&1)
 [ "$version" = "$(sed -n "s/^default_version = '\(.*\)'/\1/p" lease.control)" ]
