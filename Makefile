@@ -98,3 +98,13 @@ unittest: $(UNIT_TEST) $(CLI_UNIT_TEST)
 	./$(UNIT_TEST)
 	./$(CLI_UNIT_TEST)
 .PHONY: unittest
+
+# The release archive for PGXN: lease-VERSION.zip of the commit checked out
+# (uncommitted changes are not in it), VERSION being the release version in
+# that commit's META.json, the one source of it (test/packages/run.sh checks
+# that lease.control's default_version and debian/changelog agree).
+DIST_VERSION = $(shell git show HEAD:META.json | sed -n 's/^   "version": "\(.*\)",$$/\1/p')
+dist:
+	git archive --format zip --prefix=lease-$(DIST_VERSION)/ -o lease-$(DIST_VERSION).zip HEAD
+.PHONY: dist
+EXTRA_CLEAN += lease-*.zip
