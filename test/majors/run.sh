@@ -16,6 +16,8 @@
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+# Chroots, mounts and mmdebstrap need root: a user with sudo runs this as root.
+[ "$(id -u)" -eq 0 ] || exec sudo -E bash "$PWD/test/majors/run.sh" "$@"
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 # shellcheck source=test/common/tap.sh
