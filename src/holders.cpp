@@ -110,35 +110,36 @@ void holder_released(const text* name, int64 token, const HolderState& holder)
     wake_waiters_at_commit(name);
 }
 
+// Deletes token's live plain holder row under name for the caller, with the
+// holder's lock held in share mode (kept on success, as a release keeps it).
+bool delete_callers_holder(const text* name, int64 token, TimestampTz now, HolderState* holder)
+{
+    const LOCKTAG tag = holder_tag(token);
+    (void) LockAcquire(&tag, ShareLock, false, false);
+    if (store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder->owner, &holder->role))
+        return true;
+    LockRelease(&tag, ShareLock, false);
+    return false;
+}
+
 }  // namespace
 
 bool release_holder(const text* name, int64 token, TimestampTz now)
 {
     forget_passed_fence_checks();
-    const LOCKTAG tag = holder_tag(token);
-    (void) LockAcquire(&tag, ShareLock, false, false);
     HolderState holder = {};
-    if (!store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder.owner, &holder.role)) {
-        LockRelease(&tag, ShareLock, false);
-        if (!callers_live_holder(name, token, now, &holder) || holder.session == 0 ||
-            !store_holder_end(token))
-            return false;
-    }
+    if (!delete_callers_holder(name, token, now, &holder) &&
+        (!callers_live_holder(name, token, now, &holder) || holder.session == 0 || !store_holder_end(token)))
+        return false;
     holder_released(name, token, holder);
     return true;
 }
 
 bool release_own_holder(const text* name, int64 token, TimestampTz now)
 {
-    if (!store_holder_granted_here(token))
-        return false;
-    const LOCKTAG tag = holder_tag(token);
-    (void) LockAcquire(&tag, ShareLock, false, false);
     HolderState holder = {};
-    if (!store_holder_release(name, token, now, GetUserId(), caller_is_admin(), &holder.owner, &holder.role)) {
-        LockRelease(&tag, ShareLock, false);
+    if (!store_holder_granted_here(token) || !delete_callers_holder(name, token, now, &holder))
         return false;
-    }
     holder_released(name, token, holder);
     return true;
 }
