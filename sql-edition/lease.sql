@@ -4305,8 +4305,7 @@ AS $$ SELECT '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::
 
 -- Counts one observation of a histogram ('wait' or 'hold'), a duration: its
 -- bucket (width_bucket counts the bounds below it), and its milliseconds
--- (rounded, as the extension's sum; none below half a millisecond). SQL, so
--- that it is inlined where its argument is not volatile; made at
+-- (rounded, as the extension's sum; none below half a millisecond). Made at
 -- installation, with the sequences as array constants: every function call
 -- in an expression is set up again in each transaction.
 DO $do$
@@ -4341,33 +4340,43 @@ BEGIN
     ignored := pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) ((k OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%%) 16));
     RETURN 0;
 END $$;
-CREATE FUNCTION lease._add_%1$s_ms(ms bigint)
+CREATE FUNCTION lease._add_%1$s_ms(duration interval)
 RETURNS bigint
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
+DECLARE
+    ignored text;
+    ms bigint := LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, duration) OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
+                       1125899906842623)::pg_catalog.int8;
+    k integer := pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16;
+BEGIN
     -- This backend's share (its pid modulo 16), locked at session level for
     -- the moment of its read and setval only: tried, so that a share busy, or
     -- left locked by an error in that moment, sends it to another share
-    -- rather than making it wait. CASE evaluates in order.
-    SELECT CASE WHEN pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16))
-                THEN CASE WHEN pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1],
-                                   COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16 OPERATOR(pg_catalog.+) 1]), 0)
-                                   OPERATOR(pg_catalog.+) ms) IS NULL THEN 0
-                          WHEN pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) (pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%%) 16)) THEN 0
-                          ELSE 0 END
-                ELSE lease._add_%1$s_ms_elsewhere(ms) END
-$$;
-CREATE FUNCTION lease._observe_%1$s(held interval)
+    -- rather than making it wait.
+    IF NOT pg_catalog.pg_try_advisory_lock(19541, %2$s OPERATOR(pg_catalog.+) k) THEN
+        RETURN lease._add_%1$s_ms_elsewhere(ms);
+    END IF;
+    ignored := pg_catalog.setval(('%3$s'::pg_catalog.regclass[])[k OPERATOR(pg_catalog.+) 1],
+                                 COALESCE(pg_catalog.pg_sequence_last_value(('%3$s'::pg_catalog.regclass[])[k OPERATOR(pg_catalog.+) 1]), 0)
+                                 OPERATOR(pg_catalog.+) ms);
+    ignored := pg_catalog.pg_advisory_unlock(19541, %2$s OPERATOR(pg_catalog.+) k);
+    RETURN 0;
+END $$;
+CREATE FUNCTION lease._observe_%1$s(duration interval)
 RETURNS bigint
 LANGUAGE sql VOLATILE
 AS $$
-    SELECT pg_catalog.nextval(('%4$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(held OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
+    -- The bucket here, inlined into the caller; the milliseconds only for a
+    -- duration that has any, in a call of their own: every function in an
+    -- expression is looked up and its EXECUTE privilege checked in each
+    -- transaction that evaluates the expression, taken branch or not, and
+    -- inlined, the sum's dozen functions cost a sub-millisecond observation
+    -- more than all the rest of it (bench/analysis.md).
+    SELECT pg_catalog.nextval(('%4$s'::pg_catalog.regclass[])[pg_catalog.width_bucket(duration OPERATOR(pg_catalog.-) '1 microsecond'::pg_catalog.interval,
                '{0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,300,900,3600,14400}'::pg_catalog.interval[]) OPERATOR(pg_catalog.+) 1])
-           OPERATOR(pg_catalog.+) CASE WHEN held OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval
-                                       THEN lease._add_%1$s_ms(LEAST(pg_catalog.floor(pg_catalog.date_part('epoch'::text, held)
-                                                                     OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog.+) 0.5),
-                                                                     1125899906842623)::pg_catalog.int8)
-                                       ELSE 0 END
+           OPERATOR(pg_catalog.+) CASE WHEN duration OPERATOR(pg_catalog.>=) '500 microseconds'::pg_catalog.interval
+                                       THEN lease._add_%1$s_ms(duration) ELSE 0 END
 $$;
 $f$, h, n * 16,
             (SELECT '{' || pg_catalog.string_agg(pg_catalog.format('lease.metric_%s_ms_%s', h, pg_catalog.lpad(i::text, 2, '0')), ',' ORDER BY i) || '}'
