@@ -436,10 +436,11 @@ VALUES (lease._system_identifier(), lease._wal_timeline(), 'lease'::pg_catalog.r
 
 -- An event (docs/concepts.md, "Events and history"): a row of lease.history
 -- at the position (xid, ordinal), ordinal counting this transaction's events
--- from 1 (a transaction-local setting keeps the count; a rolled-back
--- subtransaction takes back its events and its count alike), and, while any
--- connection watches (lease.listen_events), a NOTIFY on lease_events at commit
--- with the extension's payload.
+-- from 1 (lease._event_ordinal), and, while any connection watches
+-- (lease.listen_events), a NOTIFY on lease_events at commit with the
+-- extension's payload (lease._notify_event). lease_acquire and lease_release
+-- write the usual grant's and release's event in the statement that changes
+-- the lease row, from the same pieces.
 CREATE FUNCTION lease._history(event text, name text, token bigint, owner text, role regrole,
                                session bigint DEFAULT NULL, value jsonb DEFAULT NULL)
 RETURNS void
@@ -447,41 +448,74 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
-    xid xid8 := pg_catalog.pg_current_xact_id();
-    ordinal bigint := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
-                      OPERATOR(pg_catalog.+) 1;
-    -- lease.record_history and lease.notify_events, '/' when neither is set
-    -- (docs/sql-edition.md, "Observability").
-    settings text := pg_catalog.concat(pg_catalog.current_setting('lease.record_history', true), '/',
-                                       pg_catalog.current_setting('lease.notify_events', true));
-    payload text;
+    ordinal bigint;
 BEGIN
-    IF settings OPERATOR(pg_catalog.<>) '/' THEN
+    IF NOT lease._plain_events() THEN
         ignored := lease._history_as_set(event, name, token, owner, role, session, value);
         RETURN;
     END IF;
-    ignored := pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
-    -- This session granted, released, revoked or ended something: the fence
-    -- pass it remembers is checked again (lease.fenced_write).
-    ignored := pg_catalog.set_config('lease.sql_fence_pass', '', true);
+    ordinal := lease._event_ordinal();
     INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
-    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
+    VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, pg_catalog.pg_current_xact_id(), ordinal);
     IF lease._watched() THEN
-        payload := pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": "%s/%s"%s',
-            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
-            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'), xid, ordinal,
-            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
-                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
-        -- A value_set whose value does not fit in a notification (8000 bytes)
-        -- beside the other fields: "value": null, "value_omitted": true, as
-        -- the extension's (lease.leader has the value).
-        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
-            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
-                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
-        END IF;
-        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
+        ignored := lease._notify_event(event, name, token, owner, session, ordinal, value);
     END IF;
+END $$;
+
+-- Whether events are recorded and notified as by default: neither
+-- lease.record_history nor lease.notify_events is set in this connection
+-- (lease._history_as_set honours them). SQL, so that it is inlined.
+CREATE FUNCTION lease._plain_events()
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+    SELECT COALESCE(pg_catalog.current_setting('lease.record_history', true),
+                    pg_catalog.current_setting('lease.notify_events', true)) IS NULL
+$$;
+
+-- A recorded event of this transaction: its ordinal, counted in a
+-- transaction-local setting (a rolled-back subtransaction takes back its
+-- events and its count alike). The count also makes the fence pass this
+-- session remembers stale (lease._remembered_pass): this session granted,
+-- released, revoked or ended something, so lease.fenced_write checks again.
+-- SQL, so that it is inlined; one setting an event, as set_config is the
+-- dearest part of it.
+CREATE FUNCTION lease._event_ordinal()
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.set_config('lease.sql_event_ordinal',
+               (COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
+                OPERATOR(pg_catalog.+) 1)::text, true)::bigint
+$$;
+
+-- The NOTIFY of an event at the position (this transaction, ordinal), or of
+-- an event not recorded (ordinal NULL: position null), with the extension's
+-- payload. A value_set whose value does not fit in a notification (8000
+-- bytes) beside the other fields: "value": null, "value_omitted": true, as
+-- the extension's (lease.leader has the value).
+CREATE FUNCTION lease._notify_event(event text, name text, token bigint, owner text, session bigint,
+                                    ordinal bigint, value jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    payload text;
+BEGIN
+    payload := pg_catalog.format(
+        '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s',
+        pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
+        COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'),
+        CASE WHEN ordinal IS NULL THEN 'null'
+             ELSE pg_catalog.format('"%s/%s"', pg_catalog.pg_current_xact_id(), ordinal) END,
+        CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
+             THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
+    IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
+        payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
+                   OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
+    END IF;
+    PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
 END $$;
 
 -- Whether any connection watches events: a watcher holds the watch lock
@@ -1390,14 +1424,23 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ignored text;   -- takes void results: an assignment is a simple expression, PERFORM runs the executor
-    started timestamptz := pg_catalog.clock_timestamp();
     normal interval;
+    caller regrole;
+    key integer;
+    r lease.leases%ROWTYPE;
+    now timestamptz;
+    tok bigint;
+    ordinal bigint;
 BEGIN
-    -- These checks raise only when this expression is not true: valid calls
-    -- skip them (a call costs more than the expression), others run them all.
+    -- Every function named in an expression this call evaluates is looked up
+    -- and its EXECUTE privilege checked, in each transaction, whether its
+    -- branch runs or not (bench/analysis.md): the usual call, a grant of a
+    -- free lease without a wait, evaluates as few as it can; everything else
+    -- is in the branches it skips. These checks raise only when this
+    -- expression is not true: valid calls skip them, others run them all.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
-        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255
-        AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(owner) OPERATOR(pg_catalog.<=) 255
+        AND '[1,255]'::pg_catalog.int4range OPERATOR(pg_catalog.@>) pg_catalog.octet_length(name)
+        AND '[1,255]'::pg_catalog.int4range OPERATOR(pg_catalog.@>) pg_catalog.octet_length(owner)
         AND NOT lease._prefix_rules_exist()) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_acquire()');
         ignored := lease._check_name(name);
@@ -1412,13 +1455,55 @@ BEGIN
         END IF;
     END IF;
     normal := lease._ttl(ttl);
-    IF wait IS NULL OR pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.<) 0 THEN
-        ignored := lease._check_wait(wait);   -- raises
+    caller := lease._caller();
+    IF (pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0) IS NOT TRUE THEN
+        ignored := lease._check_wait(wait);   -- raises for a NULL or negative wait
+        RETURN (lease._acquire(ARRAY[name], owner, normal, wait, caller, 'exclusive', NULL,
+                               pg_catalog.clock_timestamp()))[1];
     END IF;
-    IF pg_catalog.date_part('epoch'::text, wait) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN lease._acquire_now(name, owner, normal, lease._caller(), 'exclusive', NULL);
+    key := lease._name_key(name);
+    IF NOT (pg_catalog.pg_try_advisory_lock_shared(19537, key) AND pg_catalog.pg_advisory_unlock_shared(19537, key)) THEN
+        -- Others wait in the name's line: they come first.
+        RETURN lease._acquire_now(name, owner, normal, caller, 'exclusive', NULL);
     END IF;
-    RETURN (lease._acquire(ARRAY[name], owner, normal, wait, lease._caller(), 'exclusive', NULL, started))[1];
+    -- lease._acquire_now's attempt, with lease._grant's grant of a free lease
+    -- (released or revoked) here rather than called: its locks are kept only
+    -- on success, a busy answer rolls back the subtransaction that took them.
+    BEGIN
+        IF NOT pg_catalog.pg_try_advisory_xact_lock(19526, key) THEN
+            RAISE EXCEPTION USING ERRCODE = 'LFBSY', MESSAGE = 'busy';
+        END IF;
+        SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name FOR UPDATE;
+        IF NOT (FOUND AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.<>) 'infinity'::pg_catalog.timestamptz) THEN
+            -- A new name, a grant held or expired, or a marked name: the rest
+            -- of lease._grant (it takes the same locks again).
+            RETURN lease._grant(name, owner, normal, caller, 'exclusive', NULL, true);
+        END IF;
+        now := pg_catalog.clock_timestamp();
+        tok := lease._next_token();
+        ordinal := CASE WHEN lease._plain_events() THEN lease._event_ordinal() END;
+        -- The grant and its event in one statement (lease._history's row).
+        WITH g AS (
+            UPDATE lease.leases AS l
+               SET owner = lease_acquire.owner, token = tok, ttl = normal, acquired_at = now, renewed_at = now,
+                   expires_at = now OPERATOR(pg_catalog.+) normal, role = caller, session = NULL
+             WHERE l.name OPERATOR(pg_catalog.=) lease_acquire.name
+            RETURNING l.name)
+        INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+        SELECT pg_catalog.clock_timestamp(), 'acquired', g.name, tok, lease_acquire.owner, NULL, caller,
+               pg_catalog.pg_current_xact_id(), ordinal
+          FROM g WHERE ordinal IS NOT NULL;
+        IF ordinal IS NULL THEN
+            ignored := lease._history('acquired', name, tok, owner, caller);   -- as the settings say
+        ELSIF lease._watched() THEN
+            ignored := lease._notify_event('acquired', name, tok, owner, NULL, ordinal, NULL);
+        END IF;
+        ignored := pg_catalog.nextval('lease.stat_grants'::pg_catalog.regclass);
+        RETURN tok;
+    EXCEPTION WHEN SQLSTATE 'LFBSY' THEN
+        ignored := pg_catalog.nextval('lease.stat_denials'::pg_catalog.regclass);
+        RETURN NULL;
+    END;
 END $$;
 
 COMMENT ON FUNCTION lease.lease_acquire(text, text, interval, interval) IS
@@ -1759,9 +1844,13 @@ DECLARE
     r lease.leases%ROWTYPE;
     found_row boolean;
     now timestamptz;
+    ordinal bigint;
+    released boolean;
 BEGIN
+    -- As in lease_acquire, the usual call (a live grant's release) evaluates
+    -- as few functions as it can.
     IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
-        AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(name) OPERATOR(pg_catalog.<=) 255 AND token IS NOT NULL) IS NOT TRUE THEN
+        AND '[1,255]'::pg_catalog.int4range OPERATOR(pg_catalog.@>) pg_catalog.octet_length(name) AND token IS NOT NULL) IS NOT TRUE THEN
         ignored := lease._require_writable('lease.lease_release()');
         ignored := lease._check_name(name);
         ignored := lease._check_token(token);
@@ -1770,34 +1859,52 @@ BEGIN
         ignored := pg_catalog.pg_advisory_xact_lock_shared(19526, lease._name_key(name));
         SELECT l.* INTO r FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name;
         found_row := FOUND;
-        IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
-            -- A marked name: the token may be a permit's or a shared grant's.
-            ignored := lease._holder_change(name, token, NULL, caller, true);
-            RETURN true;
-        END IF;
         now := pg_catalog.clock_timestamp();
-        IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
-           OR NOT lease._live(r.expires_at, r.session, now) THEN
-            -- A no-op from what the snapshot sees: under REPEATABLE READ, the
-            -- latest state may say otherwise (a grant since): 40001.
-            PERFORM lease._require_unchanged_since_snapshot(name, found_row,
-                (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name));
-            RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+        IF NOT (found_row AND r.owner IS NOT NULL AND r.session IS NULL AND r.token OPERATOR(pg_catalog.=) lease_release.token
+                AND r.expires_at OPERATOR(pg_catalog.>) now) THEN
+            IF found_row AND r.owner IS NULL AND r.expires_at OPERATOR(pg_catalog.=) 'infinity'::pg_catalog.timestamptz THEN
+                -- A marked name: the token may be a permit's or a shared grant's.
+                ignored := lease._holder_change(name, token, NULL, caller, true);
+                RETURN true;
+            END IF;
+            IF NOT found_row OR r.token OPERATOR(pg_catalog.<>) lease_release.token OR r.owner IS NULL
+               OR NOT lease._live(r.expires_at, r.session, now) THEN
+                -- A no-op from what the snapshot sees: under REPEATABLE READ, the
+                -- latest state may say otherwise (a grant since): 40001.
+                PERFORM lease._require_unchanged_since_snapshot(name, found_row,
+                    (SELECT l.xmax FROM lease.leases AS l WHERE l.name OPERATOR(pg_catalog.=) lease_release.name));
+                RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
+            END IF;
+            -- A live grant under a session: released as any other below.
         END IF;
         IF r.role IS NOT NULL AND NOT pg_catalog.pg_has_role(caller::pg_catalog.oid, r.role::pg_catalog.oid, 'USAGE')
            AND NOT lease._is_admin(caller) THEN
             RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for lease "%s"', name);
         END IF;
-        UPDATE lease.leases AS l
-           SET owner = NULL, expires_at = now, session = NULL
-         WHERE l.name OPERATOR(pg_catalog.=) lease_release.name
-           AND l.token OPERATOR(pg_catalog.=) lease_release.token
-           AND l.owner IS NOT NULL
-           AND l.expires_at OPERATOR(pg_catalog.>) now;
-        IF NOT FOUND THEN
+        ordinal := CASE WHEN lease._plain_events() THEN lease._event_ordinal() END;
+        -- The release and its event in one statement (lease._history's row).
+        WITH u AS (
+            UPDATE lease.leases AS l
+               SET owner = NULL, expires_at = now, session = NULL
+             WHERE l.name OPERATOR(pg_catalog.=) lease_release.name
+               AND l.token OPERATOR(pg_catalog.=) lease_release.token
+               AND l.owner IS NOT NULL
+               AND l.expires_at OPERATOR(pg_catalog.>) now
+            RETURNING l.name),
+        h AS (
+            INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
+            SELECT pg_catalog.clock_timestamp(), 'released', u.name, lease_release.token, r.owner, r.session, r.role,
+                   pg_catalog.pg_current_xact_id(), ordinal
+              FROM u WHERE ordinal IS NOT NULL)
+        SELECT true INTO released FROM u;
+        IF released IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'LFNOP', MESSAGE = 'no-op';
         END IF;
-        ignored := lease._history('released', name, token, r.owner, r.role, r.session);
+        IF ordinal IS NULL THEN
+            ignored := lease._history('released', name, token, r.owner, r.role, r.session);   -- as the settings say
+        ELSIF lease._watched() THEN
+            ignored := lease._notify_event('released', name, token, r.owner, r.session, ordinal, NULL);
+        END IF;
         ignored := pg_catalog.nextval('lease.stat_releases'::pg_catalog.regclass);
         ignored := lease._observe_hold(LEAST(r.expires_at, now) OPERATOR(pg_catalog.-) r.acquired_at);
         ignored := lease._wake_line(name);
@@ -1883,9 +1990,10 @@ COMMENT ON FUNCTION lease.lease_revoke(text) IS
 -- lock (or the holder lock), so the grant cannot change under it. As in the
 -- extension, one pair: a pass for another pair replaces it. The setting
 -- goes where the lock goes: with the transaction, and with a savepoint rolled
--- back; and a grant, release or revoke by this session forgets it
--- (lease._history). A session's lease is not remembered: it lives by its
--- session.
+-- back; and a grant, release or revoke by this session makes it stale: the
+-- pass carries the number of the transaction's events when it was remembered
+-- (lease._event_ordinal), and holds only while that is still the number. A
+-- session's lease is not remembered: it lives by its session.
 CREATE FUNCTION lease._remembered_pass(name text, token bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
@@ -1903,7 +2011,9 @@ BEGIN
            AND (passed OPERATOR(pg_catalog.->>) 1) OPERATOR(pg_catalog.=) name
            AND (passed OPERATOR(pg_catalog.->>) 2)::numeric
                OPERATOR(pg_catalog.>) pg_catalog.extract('epoch'::text, pg_catalog.clock_timestamp())
-           AND (passed OPERATOR(pg_catalog.->>) 3)::bigint OPERATOR(pg_catalog.=) lease._session_secret(false);
+           AND (passed OPERATOR(pg_catalog.->>) 3)::bigint OPERATOR(pg_catalog.=) lease._session_secret(false)
+           AND (passed OPERATOR(pg_catalog.->>) 4)
+               OPERATOR(pg_catalog.=) COALESCE(pg_catalog.current_setting('lease.sql_event_ordinal', true), '');
 END $$;
 
 -- Remembers a pass with this session's secret, which the application cannot
@@ -1920,7 +2030,8 @@ DECLARE
 BEGIN
     IF secret IS NOT NULL THEN
         PERFORM pg_catalog.set_config('lease.sql_fence_pass',
-            pg_catalog.jsonb_build_array(token, name, pg_catalog.extract('epoch'::text, expires_at), secret::text)::text, true);
+            pg_catalog.jsonb_build_array(token, name, pg_catalog.extract('epoch'::text, expires_at), secret::text,
+                                         COALESCE(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''))::text, true);
     END IF;
 END $$;
 
@@ -4715,9 +4826,7 @@ DECLARE
     ntf text := pg_catalog.lower(COALESCE(pg_catalog.current_setting('lease.notify_events', true), ''));
     recording boolean := true;
     notify text := 'watched';
-    xid xid8 := pg_catalog.pg_current_xact_id();
     ordinal bigint;
-    payload text;
 BEGIN
     IF lease._is_admin(lease._caller()) THEN
         IF rec OPERATOR(pg_catalog.<>) '' THEN
@@ -4739,29 +4848,17 @@ BEGIN
             notify := ntf;
         END IF;
     END IF;
-    PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
     IF recording THEN
-        ordinal := COALESCE(NULLIF(pg_catalog.current_setting('lease.sql_event_ordinal', true), ''), '0')::bigint
-                   OPERATOR(pg_catalog.+) 1;
-        PERFORM pg_catalog.set_config('lease.sql_event_ordinal', ordinal::text, true);
+        ordinal := lease._event_ordinal();
         INSERT INTO lease.history (at, event, name, token, owner, session, role, xid, ordinal)
-        VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, xid, ordinal);
+        VALUES (pg_catalog.clock_timestamp(), event, name, token, owner, session, role, pg_catalog.pg_current_xact_id(), ordinal);
+    ELSE
+        -- Not counted: the fence pass this session remembers is forgotten instead.
+        PERFORM pg_catalog.set_config('lease.sql_fence_pass', '', true);
     END IF;
     IF (CASE WHEN notify OPERATOR(pg_catalog.=) 'watched' THEN lease._watched()
              ELSE notify OPERATOR(pg_catalog.=) 'always' END) THEN
-        payload := pg_catalog.format(
-            '{"event": %s, "name": %s, "token": %s, "owner": %s, "session": %s, "position": %s%s',
-            pg_catalog.to_json(event)::text, COALESCE(pg_catalog.to_json(name)::text, 'null'), COALESCE(token::text, 'null'),
-            COALESCE(pg_catalog.to_json(owner)::text, 'null'), COALESCE(session::text, 'null'),
-            CASE WHEN recording THEN pg_catalog.format('"%s/%s"', xid, ordinal) ELSE 'null' END,
-            CASE WHEN event OPERATOR(pg_catalog.=) ANY (ARRAY['acquired', 'value_set'])
-                 THEN ', "value": ' OPERATOR(pg_catalog.||) COALESCE(value::text, 'null') ELSE '' END);
-        -- A value too large for a notification, as lease._history.
-        IF pg_catalog.octet_length(payload) OPERATOR(pg_catalog.+) 2 OPERATOR(pg_catalog.>=) 8000 THEN
-            payload := pg_catalog.left(payload, pg_catalog.length(payload) OPERATOR(pg_catalog.-) pg_catalog.length(value::text))
-                       OPERATOR(pg_catalog.||) 'null, "value_omitted": true';
-        END IF;
-        PERFORM pg_catalog.pg_notify('lease_events', payload OPERATOR(pg_catalog.||) '}');
+        PERFORM lease._notify_event(event, name, token, owner, session, ordinal, value);
     ELSIF notify OPERATOR(pg_catalog.=) 'off' THEN
         -- Not sent: a settling lease.events_horizon waits for this transaction.
         PERFORM pg_catalog.pg_advisory_xact_lock_shared(19535, 0);
