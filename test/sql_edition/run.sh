@@ -1587,11 +1587,16 @@ out=$(oapp -c "SET lease.record_history = off" -c "SET lease.notify_events = alw
 out2=$(oq -c "SELECT count(*) FROM lease.history WHERE name = 'os-app'")
 report "$([ "$out" = "t 1 " ] && [ "$out2" = 1 ]; echo $?)" \
     "lease_app's SET lease.record_history = off and lease.notify_events = always change nothing (recorded, not sent)" "$out / $out2"
+# os-own2's release and second grant are lease_release's and lease_acquire's
+# own paths, os-own2's first grant lease._grant's.
 out=$(oq -c "SET lease.notify_events = always" -c "LISTEN lease_events" -c "SELECT lease.lease_acquire('os-own', 'w') IS NOT NULL" \
-         -c "SET lease.record_history = off" -c "SELECT lease.lease_acquire('os-own2', 'w') IS NOT NULL" -c "SELECT 1" 2>&1 | tr '\n' ' ')
+         -c "SET lease.record_history = off" -c "SELECT lease.lease_acquire('os-own2', 'w') IS NOT NULL" \
+         -c "SELECT lease.lease_release('os-own2', (SELECT token FROM lease.leases WHERE name = 'os-own2'))" \
+         -c "SELECT lease.lease_acquire('os-own2', 'w') IS NOT NULL" -c "SELECT 1" 2>&1 | tr '\n' ' ')
 out2=$(oq -c "SELECT count(*) FROM lease.history WHERE name LIKE 'os-own%'")
-report "$([[ $out == *'"name": "os-own", "token": '*'"position": "'*'"name": "os-own2", '*'"position": null'* ]] && [ "$out2" = 1 ]; echo $?)" \
-    "the owner's lease.notify_events = always sends without a watcher; its lease.record_history = off records nothing (position null)" "$out / $out2"
+report "$([[ $out == *'"name": "os-own", "token": '*'"position": "'*'"event": "acquired", "name": "os-own2", '*'"position": null'*'"event": "released", "name": "os-own2", '*'"position": null'*'"event": "acquired", "name": "os-own2", '*'"position": null'* ]] &&
+          [ "$out2" = 1 ]; echo $?)" \
+    "the owner's lease.notify_events = always sends without a watcher; its lease.record_history = off records nothing (position null), for a grant, a release and a grant of a free lease" "$out / $out2"
 out=$(oq -c "SELECT lease.listen_events()" -c "SET lease.notify_events = off" -c "SELECT lease.lease_acquire('os-off', 'w') IS NOT NULL" \
          -c "SELECT 1" 2>&1 | tr '\n' ' ')
 out2=$(oq -c "SET lease.notify_events = sometimes" -c "SELECT lease.lease_acquire('os-bad', 'w')" 2>&1 | head -n 1)
