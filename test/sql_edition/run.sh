@@ -1066,6 +1066,41 @@ done
 report "$([ -z "$rr_new" ]; echo $?)" \
     "REPEATABLE READ: a heartbeat, release or revoke of a lease granted after the snapshot is 40001" "$rr_new"
 
+# REPEATABLE READ on lease_acquire's and lease_release's own paths (a grant
+# of a free lease, the release of a live plain grant): a lease released
+# after the snapshot, and a grant renewed after it, are 40001, and nothing of
+# either call stays written.
+rr_free=$(q -c "SELECT lease.lease_acquire('rr-free', 'w1')")
+rr_live=$(q -c "SELECT lease.lease_acquire('rr-live', 'w1')")
+out=$(q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM lease.leases" \
+        -c "\\! psql -X -q -A -t -U lease_owner -d contrib_regression -c \"SELECT lease.lease_release('rr-free', $rr_free)\" >/dev/null" \
+        -c "SELECT lease.lease_acquire('rr-free', 'w2')" -c "ROLLBACK" \
+        -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM lease.leases" \
+        -c "\\! psql -X -q -A -t -U lease_owner -d contrib_regression -c \"SELECT lease.lease_heartbeat('rr-live', $rr_live)\" >/dev/null" \
+        -c "SELECT lease.lease_release('rr-live', $rr_live)" -c "COMMIT" 2>&1 | grep -c 'ERROR:  could not serialize access')
+after=$(q -c "SELECT string_agg(l.name || ':' || coalesce(l.owner, '-') || ':' || (SELECT count(*) FROM lease.history AS h WHERE h.name = l.name), ' ' ORDER BY l.name)
+                FROM lease.leases AS l WHERE l.name IN ('rr-free', 'rr-live')")
+report "$([ "$out" = 2 ] && [ "$after" = "rr-free:-:2 rr-live:w1:1" ]; echo $?)" \
+    "REPEATABLE READ: a grant of a lease released after the snapshot, and a release of a grant renewed after it, are 40001 and write nothing" \
+    "40001 x $out; $after"
+
+# Another role's live grant: lease_app's release and heartbeat of it (the
+# release of a live plain grant is lease_release's own path), and its grant
+# to the same owner, are 42501 with the extension's message and change
+# nothing; an admin (the owner's role) releases lease_app's grant.
+owned=$(q -c "SELECT lease.lease_acquire('role-owned', 'w')")
+out=$(app -c "SELECT lease.lease_release('role-owned', $owned)" -c "SELECT lease.lease_heartbeat('role-owned', $owned)" \
+          -c "SELECT lease.lease_acquire('role-owned', 'w')" | grep '^ERROR' | tr '\n' '|')
+after=$(q -c "SELECT owner || ':' || CASE WHEN token = $owned THEN 'same token' ELSE 'changed' END
+                       || ':' || CASE WHEN renewed_at = acquired_at THEN 'not renewed' ELSE 'renewed' END
+                FROM lease.leases WHERE name = 'role-owned'")
+app_tok=$(app -c "SELECT lease.lease_acquire('role-app', 'w')")
+admin=$(q -c "SELECT lease.lease_release('role-app', $app_tok)")
+deny='ERROR:  permission denied for lease "role-owned"|'
+report "$([ "$out" = "$deny$deny$deny" ] && [ "$after" = "w:same token:not renewed" ] && [ "$admin" = t ]; echo $?)" \
+    "another role's live grant: lease_app's release, heartbeat and grant to the same owner are 42501 and change nothing; the owner's role, an admin, releases lease_app's grant" \
+    "$out; $after; admin's release: $admin"
+
 # Pools under prefix rules, as the extension's: pool_put and pool_remove of a
 # confined name are 42501 for a role outside its rules, and a claim of such a
 # role passes over the name, which a role the rules allow then claims.
